@@ -1,0 +1,79 @@
+"""The course's units: where their files are and how to render them."""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+
+from course import regions
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOLUTIONS = os.path.join(REPO, "solutions")
+TEMPLATES = os.path.join(REPO, "src_templates")
+NOTEBOOKS = os.path.join(REPO, "notebooks")
+SPECS = os.path.join(REPO, "autograder", "units")
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    title: str
+    sources: tuple[str, ...]
+    common: tuple[str, ...]
+
+    @property
+    def day(self) -> str:
+        return self.name.split("_", 1)[0]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every file a submission has: shared headers first, then the unit's sources."""
+        return self.common + self.sources
+
+    @property
+    def compiled(self) -> tuple[str, ...]:
+        return tuple(f for f in self.files if f.endswith((".cpp", ".cu")))
+
+    def solution_path(self, file: str) -> str:
+        base = os.path.join(SOLUTIONS, "common") if file in self.common else os.path.join(SOLUTIONS, self.name)
+        return os.path.join(base, file)
+
+    def raw(self, file: str) -> str:
+        with open(self.solution_path(file), encoding="utf-8") as handle:
+            return handle.read()
+
+    def solution(self, file: str) -> str:
+        return regions.solution_text(self.raw(file), self.solution_path(file))
+
+    def template(self, file: str) -> str:
+        return regions.template_text(self.raw(file), self.solution_path(file))
+
+    def spec_path(self) -> str:
+        return os.path.join(SPECS, self.name + ".py")
+
+    def public_spec(self) -> str:
+        with open(self.spec_path(), encoding="utf-8") as handle:
+            return regions.public_text(handle.read(), self.spec_path())
+
+    def write(self, kind: str, dest: str) -> list[str]:
+        """Write the unit's files as `kind` ('solution' or 'template') into dest; return their paths."""
+        render = self.solution if kind == "solution" else self.template
+        os.makedirs(dest, exist_ok=True)
+        paths = []
+        for file in self.files:
+            path = os.path.join(dest, file)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(render(file))
+            paths.append(path)
+        return paths
+
+
+def load(name: str) -> Unit:
+    with open(os.path.join(SOLUTIONS, name, "unit.toml"), "rb") as handle:
+        data = tomllib.load(handle)
+    return Unit(name, data["title"], tuple(data["sources"]), tuple(data.get("common", ())))
+
+
+def all_units() -> list[Unit]:
+    return [load(entry) for entry in sorted(os.listdir(SOLUTIONS))
+            if os.path.exists(os.path.join(SOLUTIONS, entry, "unit.toml"))]

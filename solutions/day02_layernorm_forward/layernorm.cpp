@@ -1,0 +1,134 @@
+// LayerNorm forward: the op as Python sees it.
+//
+// forward(x [B, D], gamma [D], beta [D], eps) -> (y [B, D], mean [B], rstd [B])
+//
+// This file checks the inputs, allocates the outputs and sends the work to the
+// CPU loop below or to the CUDA launcher in layernorm_forward.cu.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <cmath>
+
+#include "course_todo.h"
+#include "layernorm_forward.h"
+
+namespace {
+
+// BEGIN SOLUTION
+// STUB
+COURSE_TODO("day02: layernorm.cpp, check_inputs: check device, dtype, layout, shapes and eps, each with a message naming the argument, then delete this line");
+// END SOLUTION
+// Every message names the argument and says what was expected.
+void check_inputs(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
+                  double eps) {
+  // BEGIN SOLUTION
+  TORCH_CHECK(x.dim() == 2, "layernorm forward: x must be 2-D [B, D], got shape ", x.sizes());
+  TORCH_CHECK(x.size(1) > 0, "layernorm forward: x must have D >= 1 features, got shape ", x.sizes());
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64,
+              "layernorm forward: x must be float32 or float64, got ", x.scalar_type());
+  TORCH_CHECK(x.is_cpu() || x.is_cuda(), "layernorm forward: x must be on the CPU or a CUDA device, got ",
+              x.device());
+  for (const auto& [name, param] : {std::pair{"gamma", &gamma}, std::pair{"beta", &beta}}) {
+    TORCH_CHECK(param->device() == x.device(), "layernorm forward: ", name,
+                " must be on the same device as x (", x.device(), "), got ", param->device());
+    TORCH_CHECK(param->scalar_type() == x.scalar_type(), "layernorm forward: ", name,
+                " must have the dtype of x (", x.scalar_type(), "), got ", param->scalar_type());
+    TORCH_CHECK(param->dim() == 1 && param->size(0) == x.size(1), "layernorm forward: ", name,
+                " must have shape [D] = [", x.size(1), "], got ", param->sizes());
+    TORCH_CHECK(param->is_contiguous(), "layernorm forward: ", name, " must be contiguous");
+  }
+  TORCH_CHECK(x.is_contiguous(), "layernorm forward: x must be contiguous (call .contiguous() first)");
+  TORCH_CHECK(std::isfinite(eps) && eps > 0, "layernorm forward: eps must be a finite number > 0, got ", eps);
+  // STUB
+  // TODO(day02): one TORCH_CHECK per requirement, e.g.
+  //   TORCH_CHECK(x.dim() == 2, "layernorm forward: x must be 2-D [B, D], got shape ", x.sizes());
+  // END SOLUTION
+}
+
+// BEGIN SOLUTION
+// STUB
+COURSE_TODO("day02: layernorm.cpp, forward_cpu: the same two-pass math as the kernel, one row at a time, then delete this line");
+// END SOLUTION
+// The reference loop on the CPU: rows in parallel, two passes per row.
+void forward_cpu(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
+                 double eps, torch::Tensor& y, torch::Tensor& mean, torch::Tensor& rstd) {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layernorm_forward_cpu", [&] {
+    const auto x_a = x.accessor<scalar_t, 2>();
+    const auto gamma_a = gamma.accessor<scalar_t, 1>();
+    const auto beta_a = beta.accessor<scalar_t, 1>();
+    auto y_a = y.accessor<scalar_t, 2>();
+    auto mean_a = mean.accessor<scalar_t, 1>();
+    auto rstd_a = rstd.accessor<scalar_t, 1>();
+    const int64_t cols = x.size(1);
+    at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
+        // BEGIN SOLUTION
+        scalar_t sum = 0;
+        for (int64_t j = 0; j < cols; ++j) sum += x_a[row][j];
+        const scalar_t mu = sum / cols;
+        scalar_t squares = 0;
+        for (int64_t j = 0; j < cols; ++j) squares += (x_a[row][j] - mu) * (x_a[row][j] - mu);
+        const scalar_t r = scalar_t(1) / std::sqrt(squares / cols + static_cast<scalar_t>(eps));
+        for (int64_t j = 0; j < cols; ++j) {
+          y_a[row][j] = (x_a[row][j] - mu) * r * gamma_a[j] + beta_a[j];
+        }
+        mean_a[row] = mu;
+        rstd_a[row] = r;
+        // STUB
+        // TODO(day02): mean, variance around the mean, then y, mean_a[row] and rstd_a[row].
+        // END SOLUTION
+      }
+    });
+  });
+}
+
+// BEGIN SOLUTION
+// STUB
+COURSE_TODO("day02: layernorm.cpp, forward_cuda: call launch_layernorm_forward on the current stream and check its error, then delete this line");
+// END SOLUTION
+void forward_cuda(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
+                  double eps, torch::Tensor& y, torch::Tensor& mean, torch::Tensor& rstd) {
+  const c10::cuda::CUDAGuard device_guard(x.device());  // launch on x's GPU, not GPU 0
+  // BEGIN SOLUTION
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();  // never the legacy default stream
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layernorm_forward_cuda", [&] {
+    const cudaError_t error = launch_layernorm_forward<scalar_t>(
+        x.data_ptr<scalar_t>(), gamma.data_ptr<scalar_t>(), beta.data_ptr<scalar_t>(),
+        y.data_ptr<scalar_t>(), mean.data_ptr<scalar_t>(), rstd.data_ptr<scalar_t>(), x.size(0),
+        x.size(1), eps, stream);
+    TORCH_CHECK(error == cudaSuccess, "layernorm forward: kernel launch failed: ",
+                cudaGetErrorString(error));
+  });
+  // STUB
+  // TODO(day02): dispatch on dtype, pass data_ptr<scalar_t>() of each tensor and
+  // c10::cuda::getCurrentCUDAStream() to launch_layernorm_forward, and check the error it returns.
+  // END SOLUTION
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
+                                                               const torch::Tensor& gamma,
+                                                               const torch::Tensor& beta,
+                                                               double eps) {
+  const std::string todo = course::pending_todo_message();
+  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  check_inputs(x, gamma, beta, eps);
+  auto y = torch::empty_like(x);
+  auto mean = torch::empty({x.size(0)}, x.options());
+  auto rstd = torch::empty({x.size(0)}, x.options());
+  if (x.is_cuda()) {
+    forward_cuda(x, gamma, beta, eps, y, mean, rstd);
+  } else {
+    forward_cpu(x, gamma, beta, eps, y, mean, rstd);
+  }
+  return {y, mean, rstd};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "LayerNorm forward (day02)";
+  m.def("forward", &forward, "LayerNorm forward: (y, mean, rstd) = forward(x, gamma, beta, eps)",
+        pybind11::arg("x"), pybind11::arg("gamma"), pybind11::arg("beta"), pybind11::arg("eps"));
+}
