@@ -122,11 +122,32 @@ def import_extension(name: str, library: str):
     return module
 
 
+def import_python_sources(name: str, extension, python_sources: list[str]):
+    """Make the extension importable as `name`, then (re)load the unit's Python files in
+    order, each able to `import <name>` and the files before it. Returns the last one."""
+    sys.modules[name] = extension
+    module = extension
+    for path in python_sources:
+        module_name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(module_name, os.path.abspath(path))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+def split_sources(sources: list[str]) -> tuple[list[str], list[str]]:
+    """(compiled .cpp/.cu files, Python files); headers are neither."""
+    return ([s for s in sources if s.endswith((".cpp", ".cu"))], [s for s in sources if s.endswith(".py")])
+
+
 def build_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False):
-    """Compile and import in this process. Returns (module, seconds)."""
+    """Compile and import in this process. `sources` may include the unit's Python files:
+    then the last of them is returned (it is the op's entry point). Returns (module, seconds)."""
     start = time.perf_counter()
-    library = compile_extension(name, sources, build_dir, verbose=verbose)
-    module = import_extension(name, library)
+    compiled, python = split_sources(sources)
+    library = compile_extension(name, compiled, build_dir, verbose=verbose)
+    module = import_python_sources(name, import_extension(name, library), python)
     return module, time.perf_counter() - start
 
 

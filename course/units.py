@@ -31,8 +31,9 @@ class Unit:
         return self.common + self.sources
 
     @property
-    def compiled(self) -> tuple[str, ...]:
-        return tuple(f for f in self.files if f.endswith((".cpp", ".cu")))
+    def built(self) -> tuple[str, ...]:
+        """What the build takes, in order: compiled sources and the Python files (last is the entry)."""
+        return tuple(f for f in self.files if f.endswith((".cpp", ".cu", ".py")))
 
     def solution_path(self, file: str) -> str:
         base = os.path.join(SOLUTIONS, "common") if file in self.common else os.path.join(SOLUTIONS, self.name)

@@ -29,7 +29,7 @@ __device__ T warp_reduce_sum(T value) {
   }
   return value;
   // STUB
-  return value;
+  return value;  // TODO(day02): add in the other lanes' values: __shfl_xor_sync(0xffffffffu, value, offset)
   // END SOLUTION
 }
 

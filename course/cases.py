@@ -1,0 +1,50 @@
+"""Test cases: what one check of a unit feeds its op and how it is judged.
+
+A unit's spec (autograder/units/<unit>.py) lists its cases and says how to make
+their inputs, how to call the op and what the right answer is. The notebooks run
+the public cases in-process; the autograder runs all of them, the op in a child
+process and the judging in the parent. Both use the same code, so public and
+hidden tests never disagree on what is correct.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import torch
+
+# Extra checks a values case can ask for (the harness does the work):
+POISON = "poison"              # outputs' memory is pre-filled with NaN: every element must be written
+SIDE_STREAM = "side_stream"    # run on a non-default stream whose inputs arrive late
+ROTATED = "rotated"            # called again on new values in the same buffers: no cached results
+INPUTS_UNCHANGED = "inputs_unchanged"
+OWN_KERNEL = "own_kernel"      # the profiler must show no forbidden aten op, and a kernel of the student's own
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    group: str                     # cases of a group share one child process in the autograder
+    device: str = "cpu"
+    points: float = 1.0
+    params: dict = field(default_factory=dict)   # handed to the spec's make_inputs
+    kind: str = "values"           # "values" or "error"
+    checks: tuple[str, ...] = ()
+    error_words: tuple[str, ...] = ()            # an "error" case: words its message must contain
+    hint: str = ""                 # shown when the case fails: what to look at
+    timeout: float = 60.0          # seconds for this case in the autograder's child
+
+    @property
+    def input_sets(self) -> int:
+        return 2 if ROTATED in self.checks else 1
+
+
+def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:
+    """A generator for one case's inputs, from the run's seed and the case's name."""
+    digest = hashlib.sha256(f"{seed}:{case.name}:{index}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def make_input_sets(spec, case: Case, seed: int) -> list[dict]:
+    """The case's input sets, on the CPU (the parent makes them; the child moves them)."""
+    return [spec.make_inputs(case, generator_for(case, seed, index)) for index in range(case.input_sets)]

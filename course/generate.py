@@ -1,0 +1,173 @@
+"""Generate what students and instructors get from solutions/ (the one source of truth).
+
+    python -m course.generate          write src_templates/ and notebooks/
+    python -m course.generate --check  exit 1, naming each stale or missing file
+
+For each unit: src_templates/<unit>/ (starter sources), notebooks/<unit>.ipynb
+(student) and notebooks/instructor/<unit>.ipynb (solutions filled in).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+import nbformat
+
+from course import units
+from course.units import Unit
+
+# The course code a notebook writes to disk before its first use: everything it
+# imports from `course`, and nothing instructors keep to themselves.
+RUNTIME_MODULES = ("__init__.py", "build.py", "cases.py", "harness.py", "judge.py", "public.py",
+                   "bench.py", "notebook.py")
+COURSE_DIR = os.path.join(units.REPO, "course")
+SOURCE_MAGIC = "%%writefile_if_changed"
+_DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
+_FENCE = re.compile(r"^```python\s*$")
+
+
+def runtime_files(unit: Unit) -> dict[str, str]:
+    files = {}
+    for module in RUNTIME_MODULES:
+        with open(os.path.join(COURSE_DIR, module), encoding="utf-8") as handle:
+            files[f"course/{module}"] = handle.read()
+    files["course_public/__init__.py"] = ""
+    files[f"course_public/{unit.name}.py"] = unit.public_spec()
+    return files
+
+
+def _runtime_cell(unit: Unit) -> str:
+    lines = ["#@title Course runtime: build, test and submit helpers (run it; no need to read it)",
+             "import os", "", "_COURSE_FILES = {"]
+    lines += [f"    {path!r}: {text!r}," for path, text in runtime_files(unit).items()]
+    lines += ["}", "for _path, _text in _COURSE_FILES.items():",
+              "    os.makedirs(os.path.dirname(_path), exist_ok=True)",
+              "    if not os.path.exists(_path) or open(_path).read() != _text:",
+              "        with open(_path, 'w') as _file:",
+              "            _file.write(_text)",
+              "print('course runtime ready')"]
+    return "\n".join(lines)
+
+
+def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
+    built = ", ".join(repr(f) for f in unit.sources if f.endswith((".cpp", ".cu", ".py")))
+    if name == "runtime":
+        return "code", _runtime_cell(unit), {"cellView": "form"}
+    if name == "setup":
+        return "code", "from course.notebook import setup\n\nsetup()", {}
+    if name == "source":
+        if argument not in unit.files:
+            raise ValueError(f"{unit.name}/lesson.md: source {argument!r} is not one of the unit's files")
+        text = unit.solution(argument) if solved else unit.template(argument)
+        return "code", f"{SOURCE_MAGIC} {unit.name}/{argument}\n{text}", {}
+    if name == "build":
+        return "code", (f"from course.notebook import build_unit\n\n"
+                        f"ext = build_unit({unit.name!r}, [{built}])"), {}
+    if name == "tests":
+        return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext)", {}
+    if name == "submit":
+        files = ", ".join(repr(f) for f in unit.files)
+        return "code", f"from course.notebook import submit\n\nsubmit({unit.name!r}, [{files}])", {}
+    if name == "answer":
+        return "markdown", "*Your answer:*\n\n", {"course": {"answer": argument}}
+    raise ValueError(f"{unit.name}/lesson.md: unknown directive {name!r}")
+
+
+def lesson_cells(unit: Unit, solved: bool) -> list:
+    """Cells from the unit's lesson.md: prose becomes markdown, ```python blocks and
+    <!-- directive --> lines become the cells they name."""
+    with open(os.path.join(units.SOLUTIONS, unit.name, "lesson.md"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    cells, prose, code = [], [], None
+
+    def flush_prose():
+        text = "\n".join(prose).strip()
+        if text:
+            cells.append(("markdown", text, {}))
+        prose.clear()
+
+    for line in lines:
+        if code is not None:
+            if line.strip() == "```":
+                cells.append(("code", "\n".join(code), {}))
+                code = None
+            else:
+                code.append(line)
+        elif _FENCE.match(line):
+            flush_prose()
+            code = []
+        elif _DIRECTIVE.match(line):
+            flush_prose()
+            cells.append(_directive_cell(unit, *_DIRECTIVE.match(line).groups(), solved=solved))
+        else:
+            prose.append(line)
+    flush_prose()
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata = {
+        "accelerator": "GPU",
+        "colab": {"gpuType": "T4", "provenance": [], "toc_visible": True},
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+        "course": {"unit": unit.name, "version": "instructor" if solved else "student"},
+    }
+    for index, (kind, text, metadata) in enumerate(cells):
+        maker = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+        cell = maker(text, metadata=metadata)
+        cell["id"] = f"{unit.day}-{index:03d}"  # stable ids: regenerating changes nothing
+        notebook.cells.append(cell)
+    return notebook
+
+
+def notebook_paths(unit: Unit) -> dict[str, bool]:
+    return {os.path.join(units.NOTEBOOKS, f"{unit.name}.ipynb"): False,
+            os.path.join(units.NOTEBOOKS, "instructor", f"{unit.name}.ipynb"): True}
+
+
+def generated_files(unit: Unit) -> dict[str, str]:
+    """Every generated path of the unit and the text it must hold."""
+    files = {os.path.join(units.TEMPLATES, unit.name, f): unit.template(f) for f in unit.files}
+    for path, solved in notebook_paths(unit).items():
+        files[path] = nbformat.writes(lesson_cells(unit, solved)) + "\n"
+    _check_stubs(unit)
+    return files
+
+
+def _check_stubs(unit: Unit) -> None:
+    """Every piece left to students must say what to write."""
+    from course.regions import stubs
+
+    tag = f"TODO({unit.day})"
+    for file in unit.sources:
+        for number, stub in enumerate(stubs(unit.raw(file), file), 1):
+            if tag not in stub and f'COURSE_TODO("{unit.day}:' not in stub:
+                raise ValueError(f"{unit.name}/{file}: solution region {number} has no {tag} stub")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="only report stale generated files")
+    args = parser.parse_args(argv)
+    stale = []
+    for unit in units.all_units():
+        for path, text in generated_files(unit).items():
+            current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+            if current == text:
+                continue
+            relative = os.path.relpath(path, units.REPO)
+            if args.check:
+                stale.append(relative)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                print("wrote", relative)
+    for relative in stale:
+        print(f"stale: {relative} (run: python -m course.generate)")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

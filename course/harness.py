@@ -1,0 +1,110 @@
+"""Runs a unit's op on a case's inputs and collects what the judge needs.
+
+This is the only code that touches the student's module. It returns plain data
+(CPU tensors, strings); it never decides pass or fail.
+"""
+from __future__ import annotations
+
+import torch
+
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, SIDE_STREAM, Case
+
+_SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
+
+
+def _to_device(spec, case: Case, inputs: dict) -> dict:
+    moved = {k: v.to(case.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    # Layouts and devices that a copy would not keep (strided views, a tensor left on
+    # the CPU) are made here, on the device, by the spec.
+    return spec.on_device(case, moved) if hasattr(spec, "on_device") else moved
+
+
+def _as_tuple(outputs) -> tuple:
+    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _poison_allocator(metas: list, device: str) -> None:
+    """Hand the caching allocator blocks full of NaN of the outputs' sizes: the op's
+    torch::empty outputs then start as NaN, so an element it never writes shows."""
+    blocks = [torch.full(shape, float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
+              for shape, dtype in metas]
+    _synchronize(device)
+    del blocks
+
+
+def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
+    """Inputs are copied in on a side stream after a delay; an op that launches on the
+    legacy default stream instead of the current one reads them before they arrive."""
+    pinned = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    buffers = {k: torch.full_like(v, float("nan"), device=device) if isinstance(v, torch.Tensor) else v
+               for k, v in inputs.items()}
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(_SLEEP_CYCLES)
+        for k, v in pinned.items():
+            if isinstance(v, torch.Tensor):
+                buffers[k].copy_(v, non_blocking=True)
+        outputs = _as_tuple(spec.call(ext, buffers))
+        outputs = tuple(o.to("cpu", non_blocking=False) for o in outputs)
+    stream.synchronize()
+    return outputs
+
+
+def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str]]:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=activities) as prof:
+        spec.call(ext, inputs)
+        _synchronize(device)
+    ops, kernels = set(), set()
+    for event in prof.events():
+        is_kernel = getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
+        (kernels if is_kernel else ops).add(event.name)
+    return sorted(ops), sorted(kernels)
+
+
+def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
+    """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)}."""
+    device = case.device
+    result: dict = {}
+    if case.kind == "error":
+        try:
+            spec.call(ext, _to_device(spec, case, input_sets[0]))
+            _synchronize(device)
+            result["error"] = None
+        except Exception as error:  # noqa: BLE001 - any exception is data for the judge
+            result["error"] = (type(error).__name__, str(error))
+        return result
+
+    if SIDE_STREAM in case.checks:
+        result["outputs"] = [_call_on_side_stream(spec, ext, s, device) for s in input_sets]
+        return result
+
+    buffers = _to_device(spec, case, input_sets[0])
+    outputs = []
+    for index, inputs in enumerate(input_sets):
+        if index:  # same buffers, new values: results cached by pointer or shape show
+            for k, v in inputs.items():
+                if isinstance(v, torch.Tensor):
+                    buffers[k].copy_(v)
+        if POISON in case.checks:
+            first = _as_tuple(spec.call(ext, buffers))
+            metas = [(t.shape, t.dtype) for t in first]
+            del first  # its blocks go back to the allocator, to be poisoned and handed out again
+            _poison_allocator(metas, device)
+        got = _as_tuple(spec.call(ext, buffers))
+        _synchronize(device)
+        outputs.append(tuple(t.detach().cpu() for t in got))
+    result["outputs"] = outputs
+    if INPUTS_UNCHANGED in case.checks:
+        result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}
+    if OWN_KERNEL in case.checks:
+        result["ops"], result["kernels"] = _profile(spec, ext, buffers, device)
+    return result

@@ -1,0 +1,160 @@
+"""What a course notebook calls: set-up checks, the source-cell magic, build, tests, submit.
+
+Everything here runs inside the student's notebook (Colab or Jupyter).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+
+BUILD_ROOT = "build"
+
+
+class SetupProblem(RuntimeError):
+    pass
+
+
+def _cuda_major_of_nvcc() -> tuple[str, str] | None:
+    from torch.utils import cpp_extension
+
+    nvcc = os.path.join(cpp_extension.CUDA_HOME or "", "bin", "nvcc")
+    if not os.path.exists(nvcc):
+        nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return None
+    output = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    match = re.search(r"release (\d+)\.(\d+)", output)
+    return (match.group(1), f"{match.group(1)}.{match.group(2)}") if match else None
+
+
+def setup(require_gpu: bool = True) -> None:
+    """Check the runtime, set TORCH_CUDA_ARCH_LIST, register %%writefile_if_changed, print versions."""
+    import torch
+
+    if not torch.cuda.is_available():
+        message = ("No GPU. In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again. "
+                   "The CPU parts of this unit still build and run without one.")
+        if require_gpu:
+            print("WARNING:", message)
+    else:
+        major, minor = torch.cuda.get_device_capability()
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", f"{major}.{minor}")
+    if shutil.which("ninja") is None:
+        print("ninja is missing; installing it (pip install ninja) ...")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "ninja"], check=True)
+        os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    nvcc = _cuda_major_of_nvcc()
+    if torch.version.cuda and nvcc is None:
+        print("WARNING: nvcc not found: CUDA sources cannot be compiled. Install the CUDA toolkit "
+              f"{torch.version.cuda} or set CUDA_HOME to it.")
+    elif torch.version.cuda and nvcc[0] != torch.version.cuda.split(".")[0]:
+        raise SetupProblem(
+            f"nvcc is CUDA {nvcc[1]} but this torch was built with CUDA {torch.version.cuda}; their major "
+            "versions must match. Install the torch wheel for your nvcc (pip install torch --index-url "
+            f"https://download.pytorch.org/whl/cu{nvcc[1].replace('.', '')}) and restart the runtime, "
+            "or point CUDA_HOME to a CUDA toolkit of the torch's version.")
+    _register_magic()
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), nvcc {nvcc[1] if nvcc else 'missing'}, "
+          f"GPU: {gpu}, TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', 'unset')}, "
+          f"Python {sys.version.split()[0]}")
+
+
+def write_if_changed(path: str, text: str) -> bool:
+    """Write `text` to `path` unless it already holds it: an untouched file keeps its
+    time stamp, so ninja does not rebuild it. Returns whether the file was written."""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return False
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
+
+
+def _writefile_if_changed(line: str, cell: str) -> None:
+    path = line.strip()
+    print(("Wrote " if write_if_changed(path, cell) else "Unchanged: ") + path)
+
+
+def _register_magic() -> None:
+    try:
+        ip = get_ipython()  # noqa: F821 - defined inside IPython
+    except NameError:
+        return
+    ip.register_magic_function(_writefile_if_changed, magic_kind="cell", magic_name="writefile_if_changed")
+
+
+class BuildFailed(RuntimeError):
+    pass
+
+
+def build_unit(unit: str, sources: list[str]):
+    """Build the unit's sources (in the folder named after the unit) and return the module."""
+    from course.build import BuildError, build_extension
+
+    paths = [os.path.join(unit, s) for s in sources]
+    try:
+        module, seconds = build_extension(unit, paths, os.path.join(BUILD_ROOT, unit))
+    except BuildError as error:
+        print(error.summary)
+        for entry in error.errors:
+            print(entry)
+        raise BuildFailed("the build failed: see the first errors above") from None
+    print(f"Built {unit} in {seconds:.1f} s")
+    return module
+
+
+class PublicTestsFailed(AssertionError):
+    pass
+
+
+def run_public_tests(unit: str, module, seed: int | None = None) -> None:
+    from course.public import run_public_tests as run
+
+    spec = importlib.import_module(f"course_public.{unit}")
+    if not run(spec, module, seed=seed):
+        raise PublicTestsFailed("some public tests failed: read the messages above")
+
+
+def _current_notebook() -> dict | None:
+    """The notebook's own JSON, where the front end can hand it over (Colab)."""
+    try:
+        from google.colab import _message  # type: ignore
+
+        return _message.blocking_request("get_ipynb", request="", timeout_sec=30)["ipynb"]
+    except Exception:  # noqa: BLE001 - not in Colab, or Colab declined
+        return None
+
+
+def submit(unit: str, files: list[str]) -> str:
+    """Pack the unit's sources, a manifest and (in Colab) the notebook into a zip to hand in."""
+    out = f"submission_{unit}.zip"
+    manifest = {"unit": unit, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "files": {}}
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in files:
+            with open(os.path.join(unit, name), "rb") as handle:
+                data = handle.read()
+            archive.writestr(f"{unit}/{name}", data)
+            manifest["files"][name] = hashlib.sha256(data).hexdigest()
+        notebook = _current_notebook()
+        if notebook is not None:
+            archive.writestr(f"{unit}.ipynb", json.dumps(notebook))
+        archive.writestr("manifest.json", json.dumps(manifest, indent=2))
+    print(f"Wrote {out} ({len(files)} sources{', notebook' if notebook else ''}). Hand in this file.")
+    try:
+        from google.colab import files as colab_files  # type: ignore
+
+        colab_files.download(out)
+    except ImportError:
+        pass
+    return out

@@ -1,0 +1,62 @@
+"""Execute a notebook top to bottom with nbclient, as "Run all" would, in a work folder.
+
+    python -m course.run_notebook NOTEBOOK WORKDIR [--timeout S]
+
+Prints each cell's output; exits 1 at the first failing cell, naming it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+
+def run(path: str, workdir: str, timeout: int = 900) -> tuple[bool, nbformat.NotebookNode, str]:
+    """Returns (ok, executed notebook, error text)."""
+    os.makedirs(workdir, exist_ok=True)
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": workdir}})
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        return False, notebook, str(error)
+    return True, notebook, ""
+
+
+def outputs_text(notebook: nbformat.NotebookNode) -> str:
+    chunks = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "stream":
+                chunks.append(output["text"])
+            elif output.get("output_type") == "error":
+                chunks.append(f"{output['ename']}: {output['evalue']}\n")
+            elif "text/plain" in output.get("data", {}):
+                chunks.append(output["data"]["text/plain"] + "\n")
+    return "".join(chunks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("notebook")
+    parser.add_argument("workdir")
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--fresh", action="store_true", help="empty the work folder first")
+    args = parser.parse_args()
+    if args.fresh:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    ok, notebook, error = run(args.notebook, args.workdir, args.timeout)
+    print(outputs_text(notebook))
+    if not ok:
+        print(error.splitlines()[-1] if error else "failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
