@@ -1,0 +1,89 @@
+"""Turn what a student handed in (notebook, folder or zip) into the unit's source files."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+
+from course.generate import SOURCE_MAGIC
+from course.units import Unit
+
+_WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")
+MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source file
+
+
+class SubmissionError(ValueError):
+    pass
+
+
+def _cells_to_files(notebook: dict, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
+    """Sources written by the notebook's cells (last write wins) and its answer cells."""
+    files, answers = {}, {}
+    for cell in notebook.get("cells", []):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        answer = cell.get("metadata", {}).get("course", {}).get("answer")
+        if answer:
+            answers[answer] = source.strip()
+        if cell.get("cell_type") != "code":
+            continue
+        first, _, body = source.partition("\n")
+        parts = first.split()
+        if len(parts) == 2 and parts[0] in _WRITE_MAGICS:
+            name = os.path.basename(parts[1])
+            if name in unit.files:
+                files[name] = body
+    return files, answers
+
+
+def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
+    files, answers = {}, {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            name = os.path.basename(info.filename)
+            if info.file_size > MAX_SOURCE_BYTES:
+                continue
+            if name in unit.files:
+                files[name] = archive.read(info).decode("utf-8", errors="replace")
+            elif name.endswith(".ipynb") and info.file_size < 50 * MAX_SOURCE_BYTES:
+                _, answers = _cells_to_files(json.loads(archive.read(info)), unit)
+    return files, answers
+
+
+def read_submission(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
+    """({file name: text} for the unit's files found, {answer id: text})."""
+    if os.path.isdir(path):
+        files = {}
+        for root, _, names in os.walk(path):
+            for name in names:
+                full = os.path.join(root, name)
+                if name in unit.files and os.path.getsize(full) <= MAX_SOURCE_BYTES:
+                    with open(full, encoding="utf-8", errors="replace") as handle:
+                        files[name] = handle.read()
+        return files, {}
+    if zipfile.is_zipfile(path):
+        return _read_zip(path, unit)
+    if path.endswith(".ipynb"):
+        with open(path, encoding="utf-8") as handle:
+            return _cells_to_files(json.load(handle), unit)
+    raise SubmissionError(f"{path}: expected a notebook (.ipynb), a folder or a zip")
+
+
+def materialize(path: str, unit: Unit, dest: str) -> tuple[list[str], dict[str, str]]:
+    """Write the submission's sources into dest (shared course headers from the course when
+    missing). Returns (files missing from the submission, answers)."""
+    files, answers = read_submission(path, unit)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    missing = []
+    for name in unit.files:
+        if name not in files:
+            if name in unit.common:
+                files[name] = unit.solution(name)
+            else:
+                missing.append(name)
+                continue
+        with open(os.path.join(dest, name), "w", encoding="utf-8") as handle:
+            handle.write(files[name])
+    return missing, answers
