@@ -67,11 +67,14 @@ def public_case_names(unit: Unit) -> set[str]:
     return {case.name for case in namespace["CASES"]}
 
 
-def gpu_available() -> bool:
-    """Asked of a child, so this process never creates a CUDA context."""
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True, timeout=120)
-    return probe.stdout.strip().endswith("True")
+def gpu_capability() -> str | None:
+    """'8.0' for the first GPU, None without one; asked of a child, so this process never
+    creates a CUDA context."""
+    code = ("import torch; print('%d.%d' % torch.cuda.get_device_capability() "
+            "if torch.cuda.is_available() else 'none')")
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    answer = probe.stdout.strip().splitlines()[-1:] or ["none"]
+    return None if answer[0] == "none" else answer[0]
 
 
 def _signal_name(code: int) -> str:
@@ -201,8 +204,13 @@ class GroupRunner:
         process.wait()
 
 
-def child_env() -> dict:
+def child_env(capability: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRADER_")}
+    # Build for this machine's GPU (for sm_75, Colab's T4, without one), and find CUDA
+    # where the nvcc on PATH is only a wrapper script.
+    env.setdefault("TORCH_CUDA_ARCH_LIST", capability or "7.5")
+    if "CUDA_HOME" not in env and os.path.exists("/usr/local/cuda/bin/nvcc"):
+        env["CUDA_HOME"] = "/usr/local/cuda"
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.setdefault("MAX_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
@@ -230,7 +238,9 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     seed = secrets.randbits(62) if seed is None else seed
     work = work or tempfile.mkdtemp(prefix=f"grade_{unit.name}_")
     result = Grade(unit.name, seed=seed)
-    env = child_env()
+    capability = gpu_capability() if has_gpu is not False else None
+    has_gpu = capability is not None
+    env = child_env(capability)
     start = time.perf_counter()
     source_dir = os.path.join(work, "src")
     missing, result.answers = materialize(submission, unit, source_dir)
@@ -240,7 +250,6 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
     spec = load_spec(unit)
     public = public_case_names(unit)
-    has_gpu = gpu_available() if has_gpu is None else has_gpu
     groups: dict[str, list[tuple[int, Case]]] = {}
     for index, case in enumerate(spec.CASES):
         groups.setdefault(case.group, []).append((index, case))

@@ -32,7 +32,7 @@ class Case:
     checks: tuple[str, ...] = ()
     error_words: tuple[str, ...] = ()            # an "error" case: words its message must contain
     hint: str = ""                 # shown when the case fails: what to look at
-    timeout: float = 60.0          # seconds for this case in the autograder's child
+    timeout: float = 30.0          # seconds for this case in the autograder's child
 
     @property
     def input_sets(self) -> int:

@@ -149,9 +149,12 @@ def _check_stubs(unit: Unit) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only report stale generated files")
+    parser.add_argument("units", nargs="*", help="unit names (default: every unit)")
     args = parser.parse_args(argv)
     stale = []
     for unit in units.all_units():
+        if args.units and unit.name not in args.units:
+            continue
         for path, text in generated_files(unit).items():
             current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
             if current == text:

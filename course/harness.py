@@ -13,7 +13,7 @@ _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs a
 
 
 def _to_device(spec, case: Case, inputs: dict) -> dict:
-    moved = {k: v.to(case.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    moved = {k: v.to(case.device, copy=True) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     # Layouts and devices that a copy would not keep (strided views, a tensor left on
     # the CPU) are made here, on the device, by the spec.
     return spec.on_device(case, moved) if hasattr(spec, "on_device") else moved
@@ -101,7 +101,7 @@ def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
             _poison_allocator(metas, device)
         got = _as_tuple(spec.call(ext, buffers))
         _synchronize(device)
-        outputs.append(tuple(t.detach().cpu() for t in got))
+        outputs.append(tuple(t.detach().to("cpu", copy=True) for t in got))
     result["outputs"] = outputs
     if INPUTS_UNCHANGED in case.checks:
         result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}

@@ -10,12 +10,16 @@ UNIT = "day02_layernorm_forward"
 OUTPUT_NAMES = ("y", "mean", "rstd")
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
                  "aten::var_mean", "aten::var", "aten::std", "aten::mean")
-# Base (atol, rtol) by input dtype: float32 math lands near 1e-6; a result computed
-# in fp16 or bf16 is off by 1e-3 or more, and fails.
+# (atol, rtol) by input dtype for y and mean: float32 math lands near 1e-6; a result
+# computed in fp16 or bf16 is off by 1e-3 or more, and fails.
 TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float64: (1e-10, 1e-10)}
-# Rows with |mean| >> std are ill-conditioned: even a stable fp32 sum rounds the mean
-# by ~eps*|mean|, which y magnifies by 1/std. Allow this many such roundings; the
-# unstable E[x^2] - E[x]^2 is off by ~eps*(|mean|/std)^2 and still fails.
+# rstd is relative by nature; float32 gets it within a few ulp, and a variance divided
+# by D - 1 instead of D is off by 1/(2D): caught up to D of several thousand.
+RSTD_RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+# Rows with |mean| >> std are ill-conditioned for y: even a stable fp32 sum rounds the
+# mean by ~eps*|mean|, which y magnifies by 1/std. Allow y this many such roundings; the
+# unstable E[x^2] - E[x]^2 is off by ~eps*(|mean|/std)^2 and still fails. mean and
+# rstd keep the base tolerance: neither is sensitive to that rounding.
 ROUNDINGS_ALLOWED = 64
 
 
@@ -56,10 +60,11 @@ def output_dtypes(inputs):
 def tolerance(inputs):
     x = inputs["x"].double()
     atol, rtol = TOLERANCES[inputs["x"].dtype]
+    y_atol = atol
     if x.numel() and x.shape[1] > 1:
         condition = (x.mean(dim=1).abs() / x.std(dim=1).clamp_min(1e-30)).max().item()
-        atol += ROUNDINGS_ALLOWED * torch.finfo(inputs["x"].dtype).eps * condition
-    return atol, rtol
+        y_atol += ROUNDINGS_ALLOWED * torch.finfo(inputs["x"].dtype).eps * condition
+    return {"y": (y_atol, rtol), "mean": (atol, rtol), "rstd": (0.0, RSTD_RTOL[inputs["x"].dtype])}
 
 
 def _values(name, device, shape, dtype=torch.float32, points=1.0, checks=(INPUTS_UNCHANGED,), hint="", **params):
@@ -90,6 +95,7 @@ CASES += [
             hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically"),
     _values("cpu_empty_batch", "cpu", (0, 64)),
     Case("cpu_own_code", "cpu_checks", "cpu", 1.0, dict(shape=(8, 256)), checks=(OWN_KERNEL,)),
+    Case("cpu_no_cached_results", "cpu_checks", "cpu", 1.0, dict(shape=(32, 384)), checks=(ROTATED,)),
     _values("cuda_fp32_one_feature", "cuda", (3, 1)),
     _values("cuda_fp32_7", "cuda", (100, 7), hint=TAIL_HINT),
     _values("cuda_fp32_33", "cuda", (64, 33), hint=TAIL_HINT),

@@ -1,0 +1,224 @@
+"""day01 ReLU with a bias: what is correct, and the cases that check it.
+
+relu_bias(x [M, N], bias [N]) -> y [M, N],   y = max(0, x + bias)
+
+Three kinds of values case, told apart by their inputs:
+- forward: the op's y;
+- gradients (inputs hold an upstream gradient grad_y): (grad_x, grad_bias) from autograd;
+- gradcheck: whether torch.autograd.gradcheck finds the backward consistent with the
+  forward, as a bool tensor that must be True.
+"""
+import torch
+
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+
+UNIT = "day01_relu_bias"
+OUTPUT_NAMES = ("y",)  # of a forward case; output_names(inputs) names every kind's
+FORBIDDEN_OPS = ("aten::relu", "aten::relu_", "aten::clamp", "aten::clamp_", "aten::clamp_min",
+                 "aten::clamp_min_", "aten::threshold", "aten::threshold_", "aten::maximum", "aten::max",
+                 "aten::where", "aten::add", "aten::add_")
+# Base (atol, rtol) by dtype. y is x + bias rounded once to the dtype (relative error
+# at most 2^-24 in fp32, 2^-11 in fp16, 2^-8 in bf16); each rtol allows twice that or more.
+TOLERANCES = {
+    torch.float32: (1e-6, 1e-6),
+    torch.float64: (1e-12, 1e-12),
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-4, 8e-3),
+}
+# grad_bias is a sum over M rows, accumulated in float32 (float64 for fp64). Its rounding
+# error grows with the sum of |grad| down a column; allow this many roundings of that.
+SUM_ROUNDINGS = 32
+
+# Same values as x, other strides, made on the device (a copy to the device would not keep them).
+# NaN fills the gaps of the strided views: a kernel that ignores strides reads them.
+_GAP = float("nan")
+LAYOUTS = {
+    "transposed": lambda t: t.t().contiguous().t(),  # strides (1, M): column-major
+    "every_other": lambda t: torch.stack([t, torch.full_like(t, _GAP)], dim=-1)[..., 0],  # last stride 2
+}
+
+
+def make_inputs(case, generator):
+    p = case.params
+    dtype = p.get("dtype", torch.float32)
+    rows, cols = p["shape"]
+    x = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
+    bias = torch.randn(cols, generator=generator, dtype=torch.float64)
+    inputs = {}
+    if p.get("gradcheck"):
+        # gradcheck differentiates by finite differences: keep x + bias away from the
+        # kink at 0, where the ReLU has no derivative.
+        x = torch.where((x + bias).abs() < 0.05, x + 0.1, x)
+        inputs["gradcheck"] = True
+    inputs.update(x=x.to(dtype), bias=bias.to(dtype))
+    if p.get("grad"):
+        inputs["grad_y"] = torch.randn(rows, cols, generator=generator, dtype=torch.float64).to(dtype)
+    return inputs
+
+
+def on_device(case, inputs):
+    """Strided layouts and spoiled arguments are made here, where the op will see them."""
+    p = case.params
+    if "layout" in p:
+        inputs["x"] = LAYOUTS[p["layout"]](inputs["x"])
+    if "bias_layout" in p:
+        inputs["bias"] = LAYOUTS[p["bias_layout"]](inputs["bias"])
+    for name, spoil in p.get("bad", {}).items():
+        inputs[name] = spoil(inputs[name])
+    return inputs
+
+
+def _gradients(ext, inputs):
+    x = inputs["x"].detach().requires_grad_()  # a new leaf on the same storage
+    bias = inputs["bias"].detach().requires_grad_()
+    y = ext.relu_bias(x, bias)
+    return torch.autograd.grad(y, (x, bias), inputs["grad_y"])
+
+
+def _gradcheck(ext, inputs):
+    x = inputs["x"].detach().clone().requires_grad_()  # gradcheck nudges its inputs in place
+    bias = inputs["bias"].detach().clone().requires_grad_()
+    return torch.tensor(torch.autograd.gradcheck(ext.relu_bias, (x, bias), raise_exception=False))
+
+
+def call(ext, inputs):
+    """`ext` is the unit's entry module, relu_bias.py."""
+    try:
+        if inputs.get("gradcheck"):
+            return _gradcheck(ext, inputs)
+        if "grad_y" in inputs:
+            return _gradients(ext, inputs)
+        return ext.relu_bias(inputs["x"], inputs["bias"])
+    except RuntimeError as error:
+        # An unfinished op refuses every call with its TODO list; in an error case that
+        # must not pass for having checked the argument.
+        if "TODO(" in str(error) and not isinstance(error, NotImplementedError):
+            raise NotImplementedError(str(error)) from None
+        raise
+
+
+def reference(inputs):
+    if inputs.get("gradcheck"):
+        return (torch.tensor(True),)
+    # Rounding x + bias to the dtype never changes its sign, so this mask is the op's too.
+    pre_activation = inputs["x"].double() + inputs["bias"].double()
+    if "grad_y" in inputs:
+        grad_x = inputs["grad_y"].double() * (pre_activation > 0)
+        return grad_x, grad_x.sum(dim=0)
+    return (pre_activation.clamp_min(0),)
+
+
+def output_names(inputs):
+    if inputs.get("gradcheck"):
+        return ("gradcheck_passed",)
+    if "grad_y" in inputs:
+        return ("grad_x", "grad_bias")
+    return OUTPUT_NAMES
+
+
+def output_dtypes(inputs):
+    if inputs.get("gradcheck"):
+        return (torch.bool,)
+    return (inputs["x"].dtype,) * len(output_names(inputs))
+
+
+def tolerance(inputs):
+    dtype = inputs["x"].dtype
+    atol, rtol = TOLERANCES[dtype]
+    if "grad_y" in inputs and inputs["grad_y"].numel():
+        accumulate = torch.float64 if dtype == torch.float64 else torch.float32
+        column_sums = inputs["grad_y"].double().abs().sum(dim=0)
+        atol += SUM_ROUNDINGS * torch.finfo(accumulate).eps * column_sums.max().item()
+    return atol, rtol
+
+
+def _values(name, device, shape, dtype=torch.float32, points=1.0, checks=(INPUTS_UNCHANGED,), hint="", **params):
+    return Case(name, f"{device}_values", device, points, dict(shape=shape, dtype=dtype, **params),
+                checks=checks, hint=hint)
+
+
+def _gradients_case(name, device, shape, dtype=torch.float32, **params):
+    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=dtype, grad=True, **params),
+                checks=(INPUTS_UNCHANGED,), hint=GRADIENT_HINT)
+
+
+def _gradcheck_case(name, device):
+    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=(4, 6), dtype=torch.float64, gradcheck=True),
+                hint="torch.autograd.gradcheck(relu_bias, (x, bias)) on small float64 inputs with "
+                     "requires_grad=True prints the numerical and your analytical Jacobians")
+
+
+def _error(name, words, device="cpu", **bad):
+    return Case(name, f"{device}_errors", device, 0.5, dict(shape=(4, 48), bad=bad), kind="error",
+                error_words=words, hint="check every argument in check_inputs with TORCH_CHECK and name it")
+
+
+TAIL_HINT = "N is not a multiple of the block's 32 columns: does every thread check col < N first?"
+STRIDE_HINT = "x is not contiguous here: index through the accessor (x[row][col]), never data_ptr()[row * N + col]"
+GRADIENT_HINT = "grad_x = grad_y where y > 0, else 0; grad_bias = grad_x summed over the rows (dim 0)"
+
+CASES = [
+    _values("cpu_fp64_small", "cpu", (4, 64), torch.float64),
+    _values("cpu_fp32_tail", "cpu", (8, 100)),
+    _values("cpu_fp32_transposed", "cpu", (16, 40), layout="transposed", hint=STRIDE_HINT),
+    _values("cuda_fp32_small", "cuda", (16, 128)),
+    _values("cuda_fp32_tail", "cuda", (33, 1000), hint=TAIL_HINT),
+    _values("cuda_fp16_tail", "cuda", (33, 1000), torch.float16, hint=TAIL_HINT),
+    _values("cuda_fp32_transposed", "cuda", (64, 300), layout="transposed", hint=STRIDE_HINT),
+    _gradients_case("cpu_gradients_fp32", "cpu", (8, 100)),
+    _gradients_case("cuda_gradients_fp32", "cuda", (33, 1000)),
+    _gradcheck_case("cpu_gradcheck_fp64", "cpu"),
+    _error("error_bias_shape", ("bias",), bias=lambda b: b[:-1]),
+]
+# BEGIN HIDDEN
+CASES += [
+    _values("cpu_fp16_small", "cpu", (7, 33), torch.float16),
+    _values("cpu_bf16_small", "cpu", (7, 33), torch.bfloat16),
+    _values("cpu_fp32_single_row", "cpu", (1, 1000)),
+    _values("cpu_fp32_single_column", "cpu", (37, 1)),
+    _values("cpu_fp64_one_element", "cpu", (1, 1), torch.float64),
+    _values("cpu_fp32_strided_columns", "cpu", (16, 50), layout="every_other", hint=STRIDE_HINT),
+    _values("cpu_fp32_strided_bias", "cpu", (8, 40), bias_layout="every_other",
+            hint="bias is not contiguous here: index it through its accessor, bias[col]"),
+    _values("cpu_empty_rows", "cpu", (0, 64)),
+    _values("cpu_empty_columns", "cpu", (16, 0)),
+    Case("cpu_own_code", "cpu_checks", "cpu", 1.0, dict(shape=(64, 256)), checks=(OWN_KERNEL,)),
+    _values("cuda_fp64_tail", "cuda", (13, 1000), torch.float64, hint=TAIL_HINT),
+    _values("cuda_bf16_tail", "cuda", (33, 1000), torch.bfloat16, hint=TAIL_HINT),
+    _values("cuda_fp32_7", "cuda", (100, 7), hint=TAIL_HINT),
+    _values("cuda_fp32_33", "cuda", (64, 33), hint=TAIL_HINT),
+    _values("cuda_fp32_768", "cuda", (257, 768)),
+    _values("cuda_fp32_large", "cuda", (1024, 4096)),
+    _values("cuda_fp32_single_row", "cuda", (1, 4097)),
+    _values("cuda_fp32_single_column", "cuda", (1000, 1)),
+    _values("cuda_fp32_one_element", "cuda", (1, 1)),
+    _values("cuda_fp32_many_rows", "cuda", (600_000, 3),
+            hint="more than 65535 x 8 rows: gridDim.y is capped, so loop over rows (grid-stride)"),
+    _values("cuda_empty_rows", "cuda", (0, 64)),
+    _values("cuda_empty_columns", "cuda", (64, 0)),
+    _values("cuda_fp16_transposed", "cuda", (33, 1000), torch.float16, layout="transposed", hint=STRIDE_HINT),
+    _values("cuda_fp32_strided_columns", "cuda", (50, 333), layout="every_other", hint=STRIDE_HINT),
+    _values("cuda_fp32_strided_bias", "cuda", (50, 333), bias_layout="every_other",
+            hint="bias is not contiguous here: index it through its accessor, bias[col]"),
+    Case("cuda_every_element_written", "cuda_checks", "cuda", 1.0, dict(shape=(257, 1000)), checks=(POISON,),
+         hint="y starts as NaN: every element must be written"),
+    Case("cuda_current_stream", "cuda_checks", "cuda", 1.0, dict(shape=(512, 1024)), checks=(SIDE_STREAM,),
+         hint="launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)"),
+    Case("cuda_no_cached_results", "cuda_checks", "cuda", 1.0, dict(shape=(64, 4096)), checks=(ROTATED,)),
+    Case("cuda_own_kernel", "cuda_checks", "cuda", 1.0, dict(shape=(64, 1024)), checks=(OWN_KERNEL,)),
+    _gradients_case("cpu_gradients_fp64", "cpu", (5, 77), torch.float64),
+    _gradients_case("cpu_gradients_bf16", "cpu", (7, 33), torch.bfloat16),
+    _gradients_case("cuda_gradients_fp64", "cuda", (13, 300), torch.float64),
+    _gradients_case("cuda_gradients_fp16", "cuda", (33, 1000), torch.float16),
+    _gradients_case("cuda_gradients_bf16", "cuda", (33, 1000), torch.bfloat16),
+    _gradients_case("cuda_gradients_single_row", "cuda", (1, 513)),
+    _gradients_case("cuda_gradients_transposed", "cuda", (64, 300), layout="transposed"),
+    _gradcheck_case("cuda_gradcheck_fp64", "cuda"),
+    _error("error_x_not_2d", ("x", "2-D"), x=lambda x: x[0]),
+    _error("error_x_integer", ("x",), x=lambda x: x.round().to(torch.int32)),
+    _error("error_bias_not_1d", ("bias",), bias=lambda b: b[None]),
+    _error("error_bias_too_long", ("bias",), bias=lambda b: torch.cat([b, b])),
+    _error("error_bias_dtype", ("bias",), bias=lambda b: b.double()),
+    _error("error_bias_on_cpu", ("bias",), device="cuda", bias=lambda b: b.cpu()),
+]
+# END HIDDEN

@@ -1,0 +1,39 @@
+"""How long the notebook's edit-rebuild loop takes: a cold build, then, in the same
+process, a build after editing only the kernel file (the build cell run again).
+
+    python bench/rebuild_time.py [--unit day02_layernorm_forward]
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from course import units  # noqa: E402
+from course.build import build_extension  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--unit", default="day02_layernorm_forward")
+    args = parser.parse_args()
+    unit = units.load(args.unit)
+    folder = tempfile.mkdtemp(prefix="rebuild_")
+    unit.write("solution", folder)
+    sources = [os.path.join(folder, f) for f in unit.built]
+    build_dir = os.path.join(folder, "build")
+    _, cold = build_extension(unit.name, sources, build_dir)
+    _, unchanged = build_extension(unit.name, sources, build_dir)
+    kernel = next(s for s in sources if s.endswith(".cu"))
+    with open(kernel, "a") as handle:
+        handle.write("\n// an edit\n")
+    time.sleep(0.01)
+    module, edited = build_extension(unit.name, sources, build_dir)
+    print(f"rebuild [{unit.name}]: cold {cold:.1f} s | nothing changed {unchanged:.1f} s | "
+          f".cu edited {edited:.1f} s (same process, module name kept: {module.__name__})")
+
+
+if __name__ == "__main__":
+    main()

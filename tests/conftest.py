@@ -1,0 +1,40 @@
+import os
+import shutil
+
+import pytest
+import torch
+
+# Builds need a CUDA toolkit even where there is no GPU; say which GPUs to build for.
+if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"
+if "TORCH_CUDA_ARCH_LIST" not in os.environ:
+    if torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*torch.cuda.get_device_capability())
+    else:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5"
+
+HAS_GPU = torch.cuda.is_available()
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# One build folder per pytest-xdist worker: a build folder has one builder at a time.
+BUILD_ROOT = os.path.join(REPO, "build", "tests", os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def build_root():
+    os.makedirs(BUILD_ROOT, exist_ok=True)
+    return BUILD_ROOT
+
+
+@pytest.fixture(scope="session")
+def nvcc():
+    path = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc")
+    if not os.path.exists(path):
+        pytest.skip("nvcc not found")
+    return path

@@ -1,0 +1,98 @@
+"""The autograder: full marks for the reference, only the build for the template, every
+mutant loses exactly its tests, and a valid report whatever the submission does."""
+import json
+import os
+import zipfile
+
+import nbformat
+import pytest
+
+from autograder import mutants, report
+from autograder.grade import grade
+from conftest import HAS_GPU
+from course import units
+
+pytestmark = pytest.mark.autograder
+UNITS = [u for u in units.all_units() if os.path.exists(u.spec_path())]
+
+
+def _grade(unit, source_dir, tmp_path, seed=7):
+    result = grade(str(source_dir), unit, seed=seed, work=str(tmp_path / "work"))
+    path = report.write(result, str(tmp_path / "out"))
+    with open(path) as handle:
+        data = json.load(handle)  # valid JSON, whatever the submission did
+    assert data["score"] == sum(t["score"] for t in data["tests"])
+    return result, data
+
+
+def _failed(result):
+    return {t.name for t in result.tests if not t.passed and not t.not_run}
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+def test_reference_gets_full_marks(unit, tmp_path):
+    unit.write("solution", str(tmp_path / "submission"))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    assert _failed(result) == set(), report.table(result)
+    not_run = {t.name for t in result.tests if t.not_run}
+    assert all(t.tags[1] == "cuda" for t in result.tests if t.name in not_run)
+    assert bool(not_run) == (not HAS_GPU)
+    assert data["extra_data"]["torch"]
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+def test_template_scores_only_the_build(unit, tmp_path):
+    unit.write("template", str(tmp_path / "submission"))
+    result, _ = _grade(unit, tmp_path / "submission", tmp_path)
+    passed = {t.name for t in result.tests if t.passed}
+    assert passed == {"build"}, report.table(result)
+    values = [t for t in result.tests if t.name != "build" and not t.not_run and "error" not in t.name]
+    assert values and all(f"TODO({unit.day})" in t.output for t in values)
+
+
+def _mutant_params():
+    for unit in UNITS:
+        for mutant in mutants.load(unit).values():
+            marks = [pytest.mark.gpu] if mutant.gpu_only else []
+            yield pytest.param(unit, mutant, id=f"{unit.name}:{mutant.name}", marks=marks)
+
+
+@pytest.mark.parametrize("unit, mutant", _mutant_params())
+def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
+    mutants.write(unit, mutant, str(tmp_path / "submission"))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    ran = [t.name for t in result.tests if not t.not_run]
+    assert _failed(result) == mutant.expected_losses(ran), report.table(result)
+    assert data["tests"] and data["extra_data"]["unit"] == unit.name  # the grader's report, not a fake
+
+
+def test_build_errors_name_file_and_line(tmp_path):
+    unit = units.load("day02_layernorm_forward")
+    unit.write("solution", str(tmp_path / "submission"))
+    kernel = tmp_path / "submission" / "layernorm_forward.cu"
+    kernel.write_text(kernel.read_text().replace("return value;", "return value", 1))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    build = data["tests"][0]
+    assert build["name"] == "build" and build["status"] == "failed" and build["visibility"] == "visible"
+    assert "layernorm_forward.cu(" in build["output"] or "layernorm_forward.cu:" in build["output"]
+    assert data["score"] == 0 and all("build failed" in t.output for t in result.tests[1:])
+
+
+def test_notebook_and_zip_submissions_are_read(tmp_path):
+    """The student notebook's source cells, and the zip its submit cell makes, are graded the same."""
+    from autograder.submission import read_submission
+
+    unit = units.load("day02_layernorm_forward")
+    notebook = nbformat.read(os.path.join(units.NOTEBOOKS, "instructor", f"{unit.name}.ipynb"), as_version=4)
+    notebook.cells[-2].source = "*Your answer:* because"  # an answer cell
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(notebook, str(path))
+    files, answers = read_submission(str(path), unit)
+    assert files == {f: unit.solution(f) for f in unit.files}
+    archive = tmp_path / "submission.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        for name, text in files.items():
+            handle.writestr(f"{unit.name}/{name}", text)
+        handle.writestr(f"{unit.name}.ipynb", json.dumps(notebook))
+    zipped, zipped_answers = read_submission(str(archive), unit)
+    assert zipped == files and zipped_answers == answers and any("because" in a for a in answers.values())
