@@ -79,7 +79,7 @@ def materialize(path: str, unit: Unit, dest: str) -> tuple[list[str], dict[str, 
     missing = []
     for name in unit.files:
         if name not in files:
-            if name in unit.common:
+            if name in unit.common or name in unit.given_files:
                 files[name] = unit.solution(name)
             else:
                 missing.append(name)

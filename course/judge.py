@@ -85,12 +85,13 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict) -> Verdict:
     problems = []
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"])):
         expected = spec.reference(inputs)  # float64
+        names = spec.output_names(inputs) if hasattr(spec, "output_names") else spec.OUTPUT_NAMES
         if len(outputs) != len(expected):
             return Verdict(False, f"returned {len(outputs)} outputs, expected {len(expected)} "
-                                  f"({', '.join(spec.OUTPUT_NAMES)})")
+                                  f"({', '.join(names)})")
         tolerances = spec.tolerance(inputs)  # (atol, rtol), or {output name: (atol, rtol)}
         dtypes = spec.output_dtypes(inputs)
-        for name, got, exp, dtype in zip(spec.OUTPUT_NAMES, outputs, expected, dtypes):
+        for name, got, exp, dtype in zip(names, outputs, expected, dtypes):
             atol, rtol = tolerances[name] if isinstance(tolerances, dict) else tolerances
             if got.dtype != dtype:
                 problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")

@@ -20,15 +20,21 @@ class Unit:
     title: str
     sources: tuple[str, ...]
     common: tuple[str, ...]
+    given: tuple[tuple[str, str], ...] = ()  # (file, unit it comes from): earlier work, handed over solved
 
     @property
     def day(self) -> str:
         return self.name.split("_", 1)[0]
 
     @property
+    def given_files(self) -> tuple[str, ...]:
+        return tuple(file for file, _ in self.given)
+
+    @property
     def files(self) -> tuple[str, ...]:
-        """Every file a submission has: shared headers first, then the unit's sources."""
-        return self.common + self.sources
+        """Every file a submission has: shared headers, files given from earlier units, then
+        the unit's own sources."""
+        return self.common + self.given_files + self.sources
 
     @property
     def built(self) -> tuple[str, ...]:
@@ -36,8 +42,9 @@ class Unit:
         return tuple(f for f in self.files if f.endswith((".cpp", ".cu", ".py")))
 
     def solution_path(self, file: str) -> str:
-        base = os.path.join(SOLUTIONS, "common") if file in self.common else os.path.join(SOLUTIONS, self.name)
-        return os.path.join(base, file)
+        if file in self.common:
+            return os.path.join(SOLUTIONS, "common", file)
+        return os.path.join(SOLUTIONS, dict(self.given).get(file, self.name), file)
 
     def raw(self, file: str) -> str:
         with open(self.solution_path(file), encoding="utf-8") as handle:
@@ -47,6 +54,8 @@ class Unit:
         return regions.solution_text(self.raw(file), self.solution_path(file))
 
     def template(self, file: str) -> str:
+        if file in self.given_files:  # yesterday's work arrives finished
+            return self.solution(file)
         return regions.template_text(self.raw(file), self.solution_path(file))
 
     def spec_path(self) -> str:
@@ -72,7 +81,8 @@ class Unit:
 def load(name: str) -> Unit:
     with open(os.path.join(SOLUTIONS, name, "unit.toml"), "rb") as handle:
         data = tomllib.load(handle)
-    return Unit(name, data["title"], tuple(data["sources"]), tuple(data.get("common", ())))
+    given = tuple((file, unit) for unit, files in data.get("given", {}).items() for file in files)
+    return Unit(name, data["title"], tuple(data["sources"]), tuple(data.get("common", ())), given)
 
 
 def all_units() -> list[Unit]:

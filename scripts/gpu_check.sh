@@ -3,7 +3,8 @@
 # notebooks and GPU-only mutants; grading the reference solutions from a cold
 # build; the rebuild loop's timing; the day02 benchmark. Ends with a summary.
 #
-#   scripts/gpu_check.sh            (OUT=folder keeps logs; default /tmp/gpu_check)
+#   scripts/gpu_check.sh [pytest args]   (OUT=folder keeps logs, default /tmp/gpu_check;
+#                                         UNITS="day02_layernorm_forward ..." limits the grading)
 # Wheels in .whl/ (nbclient, nbformat, ipykernel and their needs) are installed
 # first where the machine cannot reach a package index.
 set -uo pipefail
@@ -21,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
 start=$(date +%s)
-python3 -m autograder reference --out "$OUT/reference" 2>&1 | tee "$OUT/reference.txt"
+python3 -m autograder reference $(for u in ${UNITS:-}; do echo --unit "$u"; done) --out "$OUT/reference" 2>&1 | tee "$OUT/reference.txt"
 reference_s=$(( $(date +%s) - start ))
 
 workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")

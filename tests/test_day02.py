@@ -43,3 +43,18 @@ def test_kernel_compiles_for_turing_and_hopper(arch, kind, nvcc, tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert os.path.getsize(tmp_path / "k.o") > 0
+
+
+def test_unstable_variance_fails_the_large_mean_case():
+    """E[x^2] - E[x]^2 in float32 loses the variance when |mean| >> std: the case must catch it."""
+    from course.cases import make_input_sets
+    from course.judge import judge
+
+    case = next(c for c in SPEC.CASES if c.name == "cpu_fp32_large_mean")
+    inputs = make_input_sets(SPEC, case, seed=5)[0]
+    x, gamma, beta, eps = inputs["x"], inputs["gamma"], inputs["beta"], inputs["eps"]
+    mean = x.mean(dim=1)
+    var = (x * x).mean(dim=1) - mean * mean
+    rstd = (var + eps).rsqrt()
+    y = (x - mean[:, None]) * rstd[:, None] * gamma + beta
+    assert not judge(SPEC, case, [inputs], {"outputs": [(y, mean, rstd)]}).passed

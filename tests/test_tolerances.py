@@ -1,0 +1,53 @@
+"""Each unit's tolerances are calibrated: the exact answer passes, while zeros, the
+input handed back, or the answer computed in a lower precision fail."""
+import os
+
+import pytest
+import torch
+
+from course import units
+from course.cases import INPUTS_UNCHANGED, make_input_sets
+from course.judge import judge
+from helpers import load_spec
+
+SPECS = {u.name: load_spec(u.name) for u in units.all_units() if os.path.exists(u.spec_path())}
+
+
+def _value_cases():
+    for name, spec in SPECS.items():
+        for case in spec.CASES:
+            if case.kind == "values" and set(case.checks) <= {INPUTS_UNCHANGED} and case.device == "cpu":
+                yield pytest.param(spec, case, id=f"{name}:{case.name}")
+
+
+def _judge_outputs(spec, case, inputs, outputs):
+    return judge(spec, case, [inputs], {"outputs": [outputs]})
+
+
+def _cast(tensors, dtypes):
+    return tuple(t.to(d) for t, d in zip(tensors, dtypes))
+
+
+@pytest.mark.parametrize("spec, case", _value_cases())
+def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
+    inputs = make_input_sets(spec, case, seed=3)[0]
+    inputs = spec.on_device(case, inputs) if hasattr(spec, "on_device") else inputs
+    expected = spec.reference(inputs)
+    dtypes = spec.output_dtypes(inputs)
+    if not all(t.numel() for t in expected):
+        pytest.skip("empty output: nothing to compare")
+    assert _judge_outputs(spec, case, inputs, _cast(expected, dtypes)).passed
+
+    zeros = tuple(torch.zeros_like(t) for t in _cast(expected, dtypes))
+    assert not _judge_outputs(spec, case, inputs, zeros).passed, "zeros passed"
+
+    by_shape = {tuple(v.shape): v for v in inputs.values() if isinstance(v, torch.Tensor)}
+    echoed = tuple(by_shape.get(tuple(t.shape), torch.zeros_like(t)).to(t.dtype) for t in _cast(expected, dtypes))
+    assert not _judge_outputs(spec, case, inputs, echoed).passed, "handing back the input passed"
+
+    if all(d in (torch.float32, torch.float64) for d in dtypes if d.is_floating_point):
+        low = {k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+               for k, v in inputs.items()}
+        lower = _cast(spec.reference(low), dtypes)
+        if any(e.is_floating_point() for e in expected):
+            assert not _judge_outputs(spec, case, inputs, lower).passed, "a bf16 computation passed"
