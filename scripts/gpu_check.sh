@@ -16,6 +16,11 @@ if [ -d .whl ]; then
   export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
+# Where g++ links libstdc++ statically into shared objects, each extension carries its own
+# copy, never initialized, and its first number printed to a stream (any TORCH_CHECK message
+# with a size in it) segfaults. Let the shared libstdc++ win symbol lookup.
+libstdcxx="$(g++ -print-file-name=libstdc++.so.6)"
+[ -f "$libstdcxx" ] && export LD_PRELOAD="$libstdcxx${LD_PRELOAD:+:$LD_PRELOAD}"
 export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())')}"
 export PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-8}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"

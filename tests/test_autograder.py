@@ -57,7 +57,7 @@ def _mutant_params():
             yield pytest.param(unit, mutant, id=f"{unit.name}:{mutant.name}", marks=marks)
 
 
-@pytest.mark.parametrize("unit, mutant", _mutant_params())
+@pytest.mark.parametrize("unit, mutant", list(_mutant_params()))
 def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
     mutants.write(unit, mutant, str(tmp_path / "submission"))
     result, data = _grade(unit, tmp_path / "submission", tmp_path)

@@ -28,7 +28,7 @@ def _cast(tensors, dtypes):
     return tuple(t.to(d) for t, d in zip(tensors, dtypes))
 
 
-@pytest.mark.parametrize("spec, case", _value_cases())
+@pytest.mark.parametrize("spec, case", list(_value_cases()))
 def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
     inputs = make_input_sets(spec, case, seed=3)[0]
     inputs = spec.on_device(case, inputs) if hasattr(spec, "on_device") else inputs
