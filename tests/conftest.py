@@ -14,9 +14,6 @@ if "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5"
 
 HAS_GPU = torch.cuda.is_available()
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# One build folder per pytest-xdist worker: a build folder has one builder at a time.
-BUILD_ROOT = os.path.join(REPO, "build", "tests", os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,9 +24,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def build_root():
-    os.makedirs(BUILD_ROOT, exist_ok=True)
-    return BUILD_ROOT
+def build_root(tmp_path_factory):
+    """Where tests build units: one folder per session (and per xdist worker), laid out like
+    the autograder's (src/ beside build/), so ccache, where set up, reuses its objects."""
+    return str(tmp_path_factory.mktemp("units"))
 
 
 @pytest.fixture(scope="session")

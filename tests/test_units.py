@@ -1,0 +1,62 @@
+"""Every unit: the reference passes every case here, the starter code builds and fails
+with its TODO messages, and the kernels compile for Turing (Colab's T4) and Hopper."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import HAS_GPU
+from course import units
+from course.public import run_case
+from helpers import build_unit, load_spec
+
+UNITS = [u for u in units.all_units() if os.path.exists(u.spec_path())]
+DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
+
+
+def _cases():
+    for unit in UNITS:
+        for case in load_spec(unit.name).CASES:
+            marks = [getattr(pytest.mark, unit.day)] + ([pytest.mark.gpu] if case.device == "cuda" else [])
+            yield pytest.param(unit, case, id=f"{unit.name}:{case.name}", marks=marks)
+
+
+@pytest.mark.parametrize("unit, case", list(_cases()))
+def test_solution_passes(unit, case, build_root):
+    module, _ = build_unit(unit.name, "solution", build_root)
+    verdict = run_case(load_spec(unit.name), module, case, seed=1234)
+    assert verdict.passed, verdict.message
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+def test_template_builds_and_fails_with_todo_messages(unit, build_root):
+    module, _ = build_unit(unit.name, "template", build_root)
+    spec = load_spec(unit.name)
+    for case in load_spec(unit.name, public_only=True).CASES:
+        if case.device in DEVICES and case.kind == "values":
+            verdict = run_case(spec, module, case, seed=1)
+            assert not verdict.passed and f"TODO({unit.day})" in verdict.message, (case.name, verdict.message)
+
+
+def _kernel_files():
+    for unit in UNITS:
+        for file in unit.sources:
+            if file.endswith(".cu"):
+                for kind in ("solution", "template"):
+                    yield pytest.param(unit, file, kind, id=f"{unit.name}:{file}:{kind}")
+
+
+@pytest.mark.parametrize("arch", ["75", "90"])
+@pytest.mark.parametrize("unit, file, kind", list(_kernel_files()))
+def test_kernel_compiles_for_turing_and_hopper(unit, file, kind, arch, nvcc, tmp_path):
+    from torch.utils.cpp_extension import include_paths
+
+    unit.write(kind, str(tmp_path))
+    command = [nvcc, "-c", "-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-std=c++17",
+               str(tmp_path / file), "-o", str(tmp_path / "kernel.o")]
+    with open(tmp_path / file) as handle:
+        if "#include <torch" in handle.read():  # a kernel that uses torch's accessors
+            command[5:5] = ["-std=c++20"] + [f"-I{p}" for p in include_paths()]
+            command.remove("-std=c++17")
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
