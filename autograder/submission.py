@@ -6,7 +6,7 @@ import os
 import shutil
 import zipfile
 
-from course.generate import SOURCE_MAGIC
+from course.notebook import SOURCE_MAGIC
 from course.units import Unit
 
 _WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")

@@ -105,14 +105,31 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
         cpp_extension._import_module_from_library = importer
 
 
+def _forget_loaded_module(name: str) -> None:
+    """pybind11 3 keeps each module it has created, by name, in the interpreter's state dict
+    and hands that one back to a later import of the same name, even from another library.
+    Forget it, so the rebuilt library's module is the one created."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_GetDict.restype = ctypes.py_object
+    api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
+    state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+    cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
+    if isinstance(cache, dict):
+        cache.pop(name, None)
+
+
 def import_extension(name: str, library: str):
     """Import the library at `library` as module `name`, from a fresh copy so a rebuilt
-    library is really loaded (the dynamic loader caches by path)."""
+    library is really loaded (the dynamic loader caches by path, pybind11 by name)."""
     loaded_dir = os.path.join(os.path.dirname(library), "loaded")
     os.makedirs(loaded_dir, exist_ok=True)
     copy = os.path.join(loaded_dir, f"{name}.{time.time_ns()}{LIB_EXT}")
     shutil.copyfile(library, copy)
     spec = importlib.util.spec_from_file_location(name, copy)
+    _forget_loaded_module(name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for old in glob.glob(os.path.join(loaded_dir, f"{name}.*{LIB_EXT}")):

@@ -16,6 +16,7 @@ import sys
 import nbformat
 
 from course import units
+from course.notebook import SOURCE_MAGIC
 from course.units import Unit
 
 # The course code a notebook writes to disk before its first use: everything it
@@ -23,7 +24,6 @@ from course.units import Unit
 RUNTIME_MODULES = ("__init__.py", "build.py", "cases.py", "harness.py", "judge.py", "public.py",
                    "bench.py", "notebook.py")
 COURSE_DIR = os.path.join(units.REPO, "course")
-SOURCE_MAGIC = "%%writefile_if_changed"
 _DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 _FENCE = re.compile(r"^```python\s*$")
 
@@ -52,7 +52,7 @@ def _runtime_cell(unit: Unit) -> str:
 
 
 def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
-    built = ", ".join(repr(f) for f in unit.sources if f.endswith((".cpp", ".cu", ".py")))
+    built = ", ".join(repr(f) for f in unit.built)
     if name == "runtime":
         return "code", _runtime_cell(unit), {"cellView": "form"}
     if name == "setup":

@@ -16,6 +16,7 @@ import time
 import zipfile
 
 BUILD_ROOT = "build"
+SOURCE_MAGIC = "%%writefile_if_changed"  # the cell magic that writes a source file
 
 
 class SetupProblem(RuntimeError):
@@ -91,7 +92,7 @@ def _register_magic() -> None:
         ip = get_ipython()  # noqa: F821 - defined inside IPython
     except NameError:
         return
-    ip.register_magic_function(_writefile_if_changed, magic_kind="cell", magic_name="writefile_if_changed")
+    ip.register_magic_function(_writefile_if_changed, magic_kind="cell", magic_name=SOURCE_MAGIC.lstrip("%"))
 
 
 class BuildFailed(RuntimeError):

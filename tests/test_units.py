@@ -60,3 +60,19 @@ def test_kernel_compiles_for_turing_and_hopper(unit, file, kind, arch, nvcc, tmp
             command.remove("-std=c++17")
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+def test_rebuilding_in_the_same_process_runs_the_new_code(unit, tmp_path):
+    """The notebook's loop: build the starter code, fill the TODOs, build again in the same
+    Python process and folder. The second module must be the new code, with no old TODOs."""
+    from course.build import build_extension
+
+    spec = load_spec(unit.name)
+    case = next(c for c in spec.CASES if c.device == "cpu" and c.kind == "values")
+    sources = [str(tmp_path / "src" / f) for f in unit.built]
+    for kind, should_pass in (("template", False), ("solution", True)):
+        unit.write(kind, str(tmp_path / "src"))
+        module, _ = build_extension(unit.name, sources, str(tmp_path / "build"))
+        verdict = run_case(spec, module, case, seed=2)
+        assert verdict.passed == should_pass, (kind, verdict.message)
