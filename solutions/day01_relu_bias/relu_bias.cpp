@@ -7,6 +7,7 @@
 // strides (a transposed x, a sliced bias): both paths index through accessors.
 #include <torch/extension.h>
 
+#include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -54,16 +55,17 @@ void relu_bias_cpu(const torch::Tensor& x, const torch::Tensor& bias, torch::Ten
     const auto bias_a = bias.accessor<scalar_t, 1>();
     auto y_a = y.accessor<scalar_t, 2>();
     const int64_t cols = x.size(1);
+    using opmath_t = at::opmath_type<scalar_t>;  // float for Half and BFloat16, as in the kernel
     // Hand out about GRAIN_SIZE elements a task: smaller tasks cost more to start than to run.
     const int64_t rows_per_task = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(cols, 1));
     at::parallel_for(0, x.size(0), rows_per_task, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         for (int64_t col = 0; col < cols; ++col) {
           // BEGIN SOLUTION
-          const scalar_t sum = x_a[row][col] + bias_a[col];
-          y_a[row][col] = sum < scalar_t(0) ? scalar_t(0) : sum;  // NaN passes through, as in torch.relu
+          const opmath_t sum = static_cast<opmath_t>(x_a[row][col]) + static_cast<opmath_t>(bias_a[col]);
+          y_a[row][col] = static_cast<scalar_t>(sum < 0 ? 0 : sum);  // NaN passes through, as in torch.relu
           // STUB
-          // TODO(day01): y_a[row][col] = max(0, x_a[row][col] + bias_a[col])
+          // TODO(day01): y_a[row][col] = max(0, x_a[row][col] + bias_a[col]), added in opmath_t
           // END SOLUTION
         }
       }

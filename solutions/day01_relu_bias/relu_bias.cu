@@ -11,6 +11,7 @@
 // the smallest header that has it; <torch/extension.h> would make every rebuild
 // of this file several times slower. (torch::PackedTensorAccessor32, as tutorials
 // spell it, is this same at:: type: the torch namespace re-exports at.)
+#include <ATen/OpMathType.h>
 #include <ATen/core/TensorBase.h>
 
 #include <algorithm>
@@ -34,19 +35,21 @@ template <typename scalar_t>
 __global__ void relu_bias_kernel(const at::PackedTensorAccessor32<scalar_t, 2, at::RestrictPtrTraits> x,
                                  const at::PackedTensorAccessor32<scalar_t, 1, at::RestrictPtrTraits> bias,
                                  at::PackedTensorAccessor32<scalar_t, 2, at::RestrictPtrTraits> y) {
+  // Half and BFloat16 are added in float (opmath_t), as ATen's kernels do, then rounded once.
+  using opmath_t = at::opmath_type<scalar_t>;
   // BEGIN SOLUTION
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= x.size(1)) return;  // the last column of blocks sticks out past N
   // 64-bit row: adding the stride to the last row must not overflow.
   for (int64_t row = blockIdx.y * blockDim.y + threadIdx.y; row < x.size(0);
        row += static_cast<int64_t>(gridDim.y) * blockDim.y) {
-    const scalar_t sum = x[row][col] + bias[col];
-    y[row][col] = sum < scalar_t(0) ? scalar_t(0) : sum;  // NaN passes through, as in torch.relu
+    const opmath_t sum = static_cast<opmath_t>(x[row][col]) + static_cast<opmath_t>(bias[col]);
+    y[row][col] = static_cast<scalar_t>(sum < 0 ? 0 : sum);  // NaN passes through, as in torch.relu
   }
   // STUB
   // TODO(day01): col = blockIdx.x * blockDim.x + threadIdx.x; return if col >= x.size(1).
   // Then for row = blockIdx.y * blockDim.y + threadIdx.y while row < x.size(0), stepping by
-  // gridDim.y * blockDim.y: y[row][col] = max(0, x[row][col] + bias[col]).
+  // gridDim.y * blockDim.y: y[row][col] = max(0, x[row][col] + bias[col]), added in opmath_t.
   // END SOLUTION
 }
 

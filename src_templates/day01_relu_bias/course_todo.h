@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
-namespace course {
+// Hidden: each extension keeps its own list. Exported, the dynamic loader would merge the
+// lists of every loaded library, and a rebuilt module would still report its old TODOs.
+namespace course __attribute__((visibility("hidden"))) {
 
 inline std::vector<std::string>& pending_todos() {
   static std::vector<std::string> todos;
