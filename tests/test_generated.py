@@ -62,3 +62,10 @@ def test_every_stub_names_its_day(name):
         template = unit.template(file)
         if template != unit.solution(file):
             assert f"TODO({unit.day})" in template or f'COURSE_TODO("{unit.day}:' in template
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_readme_links_every_notebook(name):
+    with open(os.path.join(units.REPO, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    assert f"notebooks/{name}.ipynb" in readme and f"notebooks/instructor/{name}.ipynb" in readme
