@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autograder.submission import materialize
-from course import regions
-from course.build import BuildError, compile_in_subprocess, first_errors, split_sources
+from course.build import BuildError, _kill_group, compile_in_subprocess, first_errors, split_sources
 from course.cases import Case, make_input_sets
 from course.judge import Verdict, judge
 from course.units import Unit
@@ -51,20 +50,9 @@ class Grade:
     seed: int = 0
 
 
-def load_spec(unit: Unit):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(f"spec_{unit.name}", unit.spec_path())
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def public_case_names(unit: Unit) -> set[str]:
     """Cases students also see in the notebook: those outside the spec's HIDDEN block."""
-    namespace: dict = {}
-    exec(compile(unit.public_spec(), unit.spec_path(), "exec"), namespace)  # noqa: S102 - instructor code
-    return {case.name for case in namespace["CASES"]}
+    return {case.name for case in unit.load_spec(public_only=True).CASES}
 
 
 def gpu_capability() -> str | None:
@@ -163,12 +151,12 @@ class GroupRunner:
             if code is not None:
                 return self._exit_reason(code, was_ready, directory, cases, running)
             if not was_ready and now - started > CHILD_START_TIMEOUT:
-                self._kill(process)
+                _kill_group(process)
                 return f"the module did not load within {CHILD_START_TIMEOUT} s", None
             if running is not None:
                 index, case, since = running
                 if time.time() - since > case.timeout:
-                    self._kill(process)
+                    _kill_group(process)
                     return f"timed out: still running after {case.timeout:.0f} s (an endless loop or a hang?)", index
             time.sleep(POLL_SECONDS)
 
@@ -194,14 +182,6 @@ class GroupRunner:
         if running is not None:
             return f"the test process {how} during this test", running[0]
         return f"the test process {how} between tests", None
-
-    @staticmethod
-    def _kill(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        process.wait()
 
 
 def child_env(capability: str | None) -> dict:
@@ -248,7 +228,7 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     result.tests.append(build_test)
     result.timings["build_s"] = time.perf_counter() - start
 
-    spec = load_spec(unit)
+    spec = unit.load_spec()
     public = public_case_names(unit)
     groups: dict[str, list[tuple[int, Case]]] = {}
     for index, case in enumerate(spec.CASES):

@@ -65,6 +65,21 @@ class Unit:
         with open(self.spec_path(), encoding="utf-8") as handle:
             return regions.public_text(handle.read(), self.spec_path())
 
+    def load_spec(self, public_only: bool = False):
+        """The unit's spec as a module; with public_only, without its hidden part (what the
+        notebook gets)."""
+        import importlib.util
+        import types
+
+        if public_only:
+            module = types.ModuleType(f"public_{self.name}")
+            exec(compile(self.public_spec(), self.spec_path(), "exec"), module.__dict__)  # noqa: S102
+            return module
+        spec = importlib.util.spec_from_file_location(f"spec_{self.name}", self.spec_path())
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
     def write(self, kind: str, dest: str) -> list[str]:
         """Write the unit's files as `kind` ('solution' or 'template') into dest; return their paths."""
         render = self.solution if kind == "solution" else self.template

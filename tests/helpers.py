@@ -1,7 +1,5 @@
 """Building a unit's rendered sources once per test session, and loading its spec."""
-import importlib.util
 import os
-import types
 
 from course import units
 from course.build import build_extension
@@ -23,12 +21,4 @@ def build_unit(name: str, kind: str, root: str):
 
 
 def load_spec(name: str, public_only: bool = False):
-    unit = units.load(name)
-    if public_only:  # what the notebook gets
-        module = types.ModuleType(f"public_{name}")
-        exec(compile(unit.public_spec(), unit.spec_path(), "exec"), module.__dict__)
-        return module
-    spec = importlib.util.spec_from_file_location(f"spec_{name}", unit.spec_path())
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return units.load(name).load_spec(public_only)
