@@ -113,9 +113,12 @@ def _forget_loaded_module(name: str) -> None:
 
     api = ctypes.pythonapi
     api.PyInterpreterState_Get.restype = ctypes.c_void_p
-    api.PyInterpreterState_GetDict.restype = ctypes.py_object
+    # The dict is a borrowed reference: a py_object restype would make ctypes drop one
+    # reference per call and eventually free the interpreter's state dict.
+    api.PyInterpreterState_GetDict.restype = ctypes.c_void_p
     api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-    state = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+    address = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
+    state = ctypes.cast(address, ctypes.py_object).value if address else None
     cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
     if isinstance(cache, dict):
         cache.pop(name, None)
