@@ -4,7 +4,8 @@
 
 GROUP_DIR/request.json says which library to load and which cases to run. The
 child writes `ready` once the module is loaded, then for each case `<i>.started`
-and `<i>.result.pt` (the harness's raw result; the parent judges it).
+and `<i>.result.pt` (the harness's raw result; the parent judges it). With library
+"", it loads no student code and times torch's own op for perf cases (the baseline).
 """
 from __future__ import annotations
 
@@ -54,8 +55,10 @@ def main(group_dir: str) -> int:
     cases = {case.name: case for case in spec.CASES}
     if request["device"] == "cuda":
         torch.zeros(1, device="cuda")  # create the context now, not inside the first case's time
-    module = import_python_sources(request["unit"], import_extension(request["unit"], request["library"]),
-                                   request["python"])
+    module = None  # the baseline run: torch's own ops, timed where no student code was loaded
+    if request["library"]:
+        module = import_python_sources(request["unit"], import_extension(request["unit"], request["library"]),
+                                       request["python"])
     open(os.path.join(group_dir, "ready"), "w").close()
 
     for index, name in request["cases"]:

@@ -1,5 +1,9 @@
 """Grade one submission of one unit. This process never loads student code: it
-builds in a child, runs each group of cases in a fresh child, and judges here."""
+builds in a child, runs each group of cases in a fresh child, and judges here.
+
+Perf groups run last, after the cases they need: first torch's own op is timed in a
+child that never loads the student's library (its time cannot be tampered with),
+then the student's op in another, on the same inputs; the verdict is taken here."""
 from __future__ import annotations
 
 import json
@@ -16,7 +20,7 @@ import torch
 
 from autograder.submission import materialize
 from course.build import BuildError, _kill_group, compile_in_subprocess, first_errors, split_sources
-from course.cases import Case, make_input_sets
+from course.cases import Case, check_needs, make_input_sets
 from course.judge import Verdict, judge
 from course.units import Unit
 
@@ -35,10 +39,12 @@ class TestResult:
     visibility: str = "after_published"
     tags: tuple[str, ...] = ()
     not_run: bool = False
+    fraction: float | None = None  # of max_score earned (perf tests); None: all if passed, else none
 
     @property
     def score(self) -> float:
-        return self.max_score if self.passed else 0.0
+        earned = float(self.passed) if self.fraction is None else self.fraction
+        return round(self.max_score * earned, 2)
 
 
 @dataclass
@@ -48,6 +54,7 @@ class Grade:
     timings: dict[str, float] = field(default_factory=dict)
     answers: dict[str, str] = field(default_factory=dict)
     seed: int = 0
+    perf: dict[str, dict] = field(default_factory=dict)  # perf test name: its timings and ratio
 
 
 def public_case_names(unit: Unit) -> set[str]:
@@ -198,6 +205,15 @@ def child_env(capability: str | None) -> dict:
     return env
 
 
+def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, list[tuple[int, Case]]]]:
+    """Perf groups after the others, so the cases they need are judged before they run."""
+    return sorted(groups.items(), key=lambda item: any(case.kind == "perf" for _, case in item[1]))
+
+
+def _unmet_needs(case: Case, index_of: dict[str, int], verdicts: dict[int, Verdict]) -> list[str]:
+    return [name for name in case.needs if not (index_of[name] in verdicts and verdicts[index_of[name]].passed)]
+
+
 def build_stage(unit: Unit, source_dir: str, build_dir: str, missing: list[str], env: dict) -> tuple[TestResult, str | None]:
     test = TestResult("build", 1.0, False, "", visibility="visible", tags=("build",))
     if missing:
@@ -229,6 +245,8 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     result.timings["build_s"] = time.perf_counter() - start
 
     spec = unit.load_spec()
+    check_needs(spec.CASES)
+    index_of = {case.name: index for index, case in enumerate(spec.CASES)}
     public = public_case_names(unit)
     groups: dict[str, list[tuple[int, Case]]] = {}
     for index, case in enumerate(spec.CASES):
@@ -236,9 +254,11 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
     python = [os.path.join(source_dir, f) for f in unit.built if f.endswith(".py")]
     runner = GroupRunner(unit, unit.spec_path(), library or "", python, os.path.join(work, "runs"), env)
+    # Library "": these children load no student code; they time torch's own op.
+    baseline_runner = GroupRunner(unit, unit.spec_path(), "", [], os.path.join(work, "baseline"), env)
     verdicts: dict[int, Verdict] = {}
     tests_start = time.perf_counter()
-    for group, cases in groups.items():
+    for group, cases in _in_run_order(groups):
         device = cases[0][1].device
         if library is None:
             verdicts.update({i: Verdict(False, "not run: the build failed") for i, _ in cases})
@@ -246,21 +266,37 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
         if device == "cuda" and not has_gpu:
             verdicts.update({i: Verdict(False, "not run: no GPU on the grading machine") for i, _ in cases})
             continue
-        input_sets = {index: make_input_sets(spec, case, seed) for index, case in cases}
-        outcomes = runner.run(group, device, cases, input_sets)
+        ready = []
         for index, case in cases:
+            unmet = _unmet_needs(case, index_of, verdicts)
+            if unmet:
+                verdicts[index] = Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: "
+                                                 f"{', '.join(unmet)} must pass first")
+            else:
+                ready.append((index, case))
+        if not ready:
+            continue
+        input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
+        timed = [(index, case) for index, case in ready if case.kind == "perf"]
+        baselines = baseline_runner.run(group, device, timed, input_sets) if timed else {}
+        outcomes = runner.run(group, device, ready, input_sets)
+        for index, case in ready:
             outcome = outcomes[index]
-            verdicts[index] = judge(spec, case, input_sets[index], outcome) if isinstance(outcome, dict) \
-                else Verdict(False, outcome)
+            verdicts[index] = judge(spec, case, input_sets[index], outcome, baselines.get(index)) \
+                if isinstance(outcome, dict) else Verdict(False, outcome)
     result.timings["tests_s"] = time.perf_counter() - tests_start
-    result.timings["children"] = float(len(runner.spawn_seconds))
-    result.timings["child_start_s"] = sum(runner.spawn_seconds)
+    spawn_seconds = runner.spawn_seconds + baseline_runner.spawn_seconds
+    result.timings["children"] = float(len(spawn_seconds))
+    result.timings["child_start_s"] = sum(spawn_seconds)
 
     for index, case in enumerate(spec.CASES):
         verdict = verdicts[index]
         result.tests.append(TestResult(
             case.name, case.points, verdict.passed, verdict.message,
             visibility="visible" if case.name in public else "after_published",
-            tags=(case.group, case.device), not_run=verdict.message.startswith("not run")))
+            tags=(case.group, case.device), not_run=verdict.message.startswith("not run"),
+            fraction=verdict.fraction))
+        if verdict.measurements:
+            result.perf[case.name] = verdict.measurements
     result.timings["total_s"] = time.perf_counter() - start
     return result

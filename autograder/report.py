@@ -1,4 +1,8 @@
-"""The grade as Gradescope's results.json and as a table for people."""
+"""The grade as Gradescope's results.json and as a table for people.
+
+Perf tests earn a fraction of their points; one counts as "passed" when it earned
+any (right outputs, faster than its zero_at ratio), and its score says how much.
+"""
 from __future__ import annotations
 
 import json
@@ -36,19 +40,19 @@ def results_json(grade: Grade) -> dict:
     } for test in grade.tests]
     timings = ", ".join(f"{key} {value:.1f}" for key, value in grade.timings.items())
     return {
-        "score": sum(test.score for test in grade.tests),
+        "score": round(sum(test.score for test in grade.tests), 2),
         "execution_time": round(grade.timings.get("total_s", 0.0), 1),
         "output": f"{grade.unit}: {summary(grade)}. Timings (s): {timings}",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {**machine_info(), "unit": grade.unit, "seed": grade.seed, "timings": grade.timings,
-                       "answers": grade.answers},
+                       "answers": grade.answers, "perf": grade.perf},
     }
 
 
 def summary(grade: Grade) -> str:
-    score = sum(t.score for t in grade.tests)
+    score = round(sum(t.score for t in grade.tests), 2)
     total = sum(t.max_score for t in grade.tests)
     not_run = sum(t.not_run for t in grade.tests)
     return f"{score:g}/{total:g} points" + (f" ({not_run} tests not run)" if not_run else "")
@@ -56,11 +60,14 @@ def summary(grade: Grade) -> str:
 
 def table(grade: Grade) -> str:
     width = max(len(t.name) for t in grade.tests)
-    lines = [f"{'test':<{width}}  points  status   reason", "-" * (width + 60)]
+    lines = [f"{'test':<{width}}  points     status   reason", "-" * (width + 60)]
     for test in grade.tests:
         status = "PASS" if test.passed else ("NOT RUN" if test.not_run else "FAIL")
-        reason = "" if test.passed else (test.output.strip().splitlines() or [""])[0][:100]
-        lines.append(f"{test.name:<{width}}  {test.score:>3g}/{test.max_score:<3g} {status:<8} {reason}")
+        # A test scored by fraction (perf) always shows why: its timing line.
+        shown = not test.passed or test.fraction is not None
+        reason = (test.output.strip().splitlines() or [""])[0][:160] if shown else ""
+        points = f"{test.score:g}/{test.max_score:g}"
+        lines.append(f"{test.name:<{width}}  {points:<10} {status:<8} {reason}")
     lines.append(f"{grade.unit}: {summary(grade)}")
     lines.append("timings: " + ", ".join(f"{k}={v:.1f}" for k, v in grade.timings.items()))
     return "\n".join(lines)

@@ -1,9 +1,16 @@
-"""Timing GPU ops honestly: CUDA events, warm-up, an L2 flush before every timed
-call, inputs rotated so nothing is served from cache, median and spread reported."""
+"""Timing ops honestly, the one harness the notebooks, the autograder and bench/ share.
+
+On a GPU: CUDA events, warm-up, an L2 flush before every timed call, inputs rotated
+so nothing is served from cache, median and spread reported. On the CPU the same
+loop runs with time.perf_counter and no flush, so the machinery works (and is
+tested) without a GPU.
+"""
 from __future__ import annotations
 
+import platform
 import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -13,6 +20,9 @@ class Timing:
     median_ms: float
     spread: float  # (p80 - p20) / median
     reps: int
+    # What the latest timed call on each arg set returned: a result is checked after
+    # timing, so a fast wrong op cannot pass on a call made outside the loop.
+    last_outputs: list = field(default_factory=list, repr=False)
 
     def gbs(self, nbytes: int) -> float:
         return nbytes / (self.median_ms * 1e-3) / 1e9
@@ -30,29 +40,56 @@ def flush_l2() -> None:
     _flush_buffer.zero_()
 
 
+def _on_cuda(values) -> bool:
+    """Whether any tensor in `values` (nested tuples, lists, dicts) lives on a GPU."""
+    items = values.values() if isinstance(values, dict) else values
+    for value in items:
+        if isinstance(value, (tuple, list, dict)) and _on_cuda(value):
+            return True
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            return True
+    return False
+
+
+def _cuda_call_ms(fn, args) -> tuple[float, object]:
+    flush_l2()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    outputs = fn(*args)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end), outputs
+
+
+def _cpu_call_ms(fn, args) -> tuple[float, object]:
+    start = time.perf_counter()
+    outputs = fn(*args)
+    return (time.perf_counter() - start) * 1e3, outputs
+
+
 def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-            budget_s: float = 1.0, target_spread: float = 0.05) -> Timing:
-    """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent."""
+            budget_s: float = 1.0, target_spread: float = 0.05, device: str | None = None) -> Timing:
+    """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent.
+    The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
+    cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
     for index in range(warmup):
         fn(*arg_sets[index % len(arg_sets)])
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
+    call_ms = _cuda_call_ms if cuda else _cpu_call_ms
+    last_outputs: list = [None] * len(arg_sets)
     times: list[float] = []
     spent = 0.0
     while len(times) < max_reps:
-        args = arg_sets[len(times) % len(arg_sets)]
-        flush_l2()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-        spent += times[-1] / 1e3
+        index = len(times) % len(arg_sets)
+        elapsed, last_outputs[index] = call_ms(fn, arg_sets[index])
+        times.append(elapsed)
+        spent += elapsed / 1e3
         if len(times) >= min_reps:
             spread = _spread(times)
             if spread < target_spread or spent > budget_s:
                 break
-    return Timing(statistics.median(times), _spread(times), len(times))
+    return Timing(statistics.median(times), _spread(times), len(times), last_outputs)
 
 
 def _spread(times: list[float]) -> float:
@@ -61,10 +98,111 @@ def _spread(times: list[float]) -> float:
     return (high - low) / statistics.median(ordered)
 
 
-def copy_ceiling_gbs(nbytes: int = 512 << 20) -> float:
-    """The device's practical memory bandwidth: a large device-to-device copy, bytes read + written."""
-    source = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+def copy_ceiling_gbs(nbytes: int = 512 << 20, device: str | None = None) -> float:
+    """The device's practical memory bandwidth: a large copy, bytes read + written."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    source = torch.empty(nbytes, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    timing = time_op(lambda: target.copy_(source), [()], min_reps=10, max_reps=50)
+    timing = time_op(lambda: target.copy_(source), [()], min_reps=10, max_reps=50, device=device)
     del source, target
     return timing.gbs(2 * nbytes)
+
+
+@dataclass
+class Row:
+    """One line of a comparison: our op and torch's on the same inputs."""
+    name: str
+    nbytes: int                    # bytes the op must move at least; GB/s are counted from it
+    ours: Timing
+    baseline: Timing               # torch's own op
+    ceiling_gbs: float | None = None
+    d: int | None = None           # the x axis of plot_gbs
+    problem: str = ""              # why our outputs were wrong; '' when they were right
+
+    @property
+    def wrong(self) -> bool:
+        return bool(self.problem)
+
+    @property
+    def ours_gbs(self) -> float:
+        return self.ours.gbs(self.nbytes)
+
+    @property
+    def baseline_gbs(self) -> float:
+        return self.baseline.gbs(self.nbytes)
+
+    @property
+    def speedup(self) -> float:
+        """torch's time / ours: above 1 is faster than torch."""
+        return self.baseline.median_ms / self.ours.median_ms
+
+    @property
+    def of_ceiling(self) -> float | None:
+        return self.ours_gbs / self.ceiling_gbs if self.ceiling_gbs else None
+
+
+def compare(name: str, ours_fn, torch_fn, arg_sets: list[tuple], nbytes: int, check=None,
+            ceiling: float | None = None, d: int | None = None, **timing_options) -> Row:
+    """Time ours_fn and torch_fn on the same rotating arg_sets, then check what ours_fn
+    returned inside the timing loop: check(outputs, args) gives '' or a problem."""
+    ours = time_op(ours_fn, arg_sets, **timing_options)
+    baseline = time_op(torch_fn, arg_sets, **timing_options)
+    problem = ""
+    if check is not None:
+        for outputs, args in zip(ours.last_outputs, arg_sets):
+            if outputs is not None:
+                problem = check(outputs, args)
+                if problem:
+                    break
+    ours.last_outputs = baseline.last_outputs = []  # checked: free the memory
+    return Row(name, nbytes, ours, baseline, ceiling, d, problem)
+
+
+def device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"CPU {platform.processor() or platform.machine()}".strip()
+
+
+def format_table(rows: list[Row], ceiling: float | None = None, title: str = "benchmark") -> str:
+    """The rows as a text table, titled with the device, torch version and copy ceiling."""
+    ceiling_text = f"copy ceiling {ceiling:.0f} GB/s" if ceiling else "copy ceiling not measured"
+    width = max([len(r.name) for r in rows] + [4])
+    lines = [f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}",
+             f"{'case':<{width}} {'ours ms':>9} {'spread':>7} {'ours GB/s':>10} {'torch ms':>9} "
+             f"{'torch GB/s':>11} {'ours/torch':>10} {'of ceiling':>10}  check"]
+    for row in rows:
+        speedup = "wrong" if row.wrong else f"{row.speedup:.2f}x"
+        of_ceiling = f"{row.of_ceiling:.0%}" if row.of_ceiling is not None else "-"
+        check = ("WRONG: " + row.problem.strip().splitlines()[0][:80]) if row.wrong else "ok"
+        lines.append(f"{row.name:<{width}} {row.ours.median_ms:>9.3f} {row.ours.spread:>7.1%} "
+                     f"{row.ours_gbs:>10.1f} {row.baseline.median_ms:>9.3f} {row.baseline_gbs:>11.1f} "
+                     f"{speedup:>10} {of_ceiling:>10}  {check}")
+    return "\n".join(lines)
+
+
+def plot_gbs(rows: list[Row], path: str | None = None):
+    """GB/s against D for ours and torch, with the copy ceiling as a line; saved to `path`
+    when given. Returns the figure, or None where matplotlib is not installed."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    points = sorted((r for r in rows if r.d is not None), key=lambda r: r.d)
+    figure, axes = plt.subplots(figsize=(7, 4))
+    axes.plot([r.d for r in points], [r.ours_gbs for r in points], "o-", label="ours")
+    axes.plot([r.d for r in points], [r.baseline_gbs for r in points], "s--", label="torch")
+    wrong = [r for r in points if r.wrong]
+    if wrong:
+        axes.plot([r.d for r in wrong], [r.ours_gbs for r in wrong], "rx", markersize=12, label="ours, wrong")
+    ceilings = {r.ceiling_gbs for r in rows if r.ceiling_gbs}
+    if ceilings:
+        axes.axhline(max(ceilings), color="gray", linestyle=":", label="copy ceiling")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("D")
+    axes.set_ylabel("GB/s")
+    axes.set_title(f"{device_name()}, torch {torch.__version__}")
+    axes.legend()
+    if path:
+        figure.savefig(path, bbox_inches="tight")
+    return figure

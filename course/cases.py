@@ -5,6 +5,11 @@ their inputs, how to call the op and what the right answer is. The notebooks run
 the public cases in-process; the autograder runs all of them, the op in a child
 process and the judging in the parent. Both use the same code, so public and
 hidden tests never disagree on what is correct.
+
+A "perf" case times the op against torch's own (the spec's `baseline`) and earns
+points by the ratio torch time / student time: full points from params["full_at"]
+up, none at params["zero_at"] and below, linear in between; only if the outputs of
+the timed calls are right. Its `needs` name cases that must pass before it is timed.
 """
 from __future__ import annotations
 
@@ -28,14 +33,17 @@ class Case:
     device: str = "cpu"
     points: float = 1.0
     params: dict = field(default_factory=dict)   # handed to the spec's make_inputs
-    kind: str = "values"           # "values" or "error"
+    kind: str = "values"           # "values", "error" or "perf"
     checks: tuple[str, ...] = ()
     error_words: tuple[str, ...] = ()            # an "error" case: words its message must contain
     hint: str = ""                 # shown when the case fails: what to look at
     timeout: float = 30.0          # seconds for this case in the autograder's child
+    needs: tuple[str, ...] = ()    # cases that must pass before this one runs (they run earlier)
 
     @property
     def input_sets(self) -> int:
+        if self.kind == "perf":  # timed calls rotate over sets, so none is served from cache
+            return self.params.get("input_sets", 3)
         return 2 if ROTATED in self.checks else 1
 
 
@@ -48,3 +56,12 @@ def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:
 def make_input_sets(spec, case: Case, seed: int) -> list[dict]:
     """The case's input sets, on the CPU (the parent makes them; the child moves them)."""
     return [spec.make_inputs(case, generator_for(case, seed, index)) for index in range(case.input_sets)]
+
+
+def check_needs(cases: list[Case]) -> None:
+    """A case may only need cases that exist: a misspelt name would cost every student the points."""
+    names = {case.name for case in cases}
+    for case in cases:
+        unknown = [name for name in case.needs if name not in names]
+        if unknown:
+            raise ValueError(f"case {case.name} needs unknown case(s) {', '.join(unknown)}")

@@ -1,12 +1,13 @@
 """Runs a unit's op on a case's inputs and collects what the judge needs.
 
 This is the only code that touches the student's module. It returns plain data
-(CPU tensors, strings); it never decides pass or fail.
+(CPU tensors, strings, timings); it never decides pass or fail.
 """
 from __future__ import annotations
 
 import torch
 
+from course.bench import time_op
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, SIDE_STREAM, Case
 
 _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
@@ -70,10 +71,25 @@ def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str]
     return sorted(ops), sorted(kernels)
 
 
+def _time(spec, ext, case: Case, input_sets: list[dict]) -> dict:
+    """Time the op over the rotating input sets. With ext None, time torch's own op
+    (spec.baseline) instead: that run loads no student code and returns only its timing."""
+    arg_sets = [(_to_device(spec, case, inputs),) for inputs in input_sets]
+    op = spec.baseline if ext is None else (lambda inputs: spec.call(ext, inputs))
+    timing = time_op(op, arg_sets, device=case.device)
+    result = {"timing": {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps}}
+    if ext is not None:  # what the timed calls returned on set 0, for the judge
+        result["outputs"] = [tuple(t.detach().to("cpu", copy=True) for t in _as_tuple(timing.last_outputs[0]))]
+    return result
+
+
 def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
-    """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)}."""
+    """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)};
+    a perf case: {"timing": {"median_ms", "spread", "reps"}, "outputs": [tuple for set 0]}."""
     device = case.device
     result: dict = {}
+    if case.kind == "perf":
+        return _time(spec, ext, case, input_sets)
     if case.kind == "error":
         try:
             spec.call(ext, _to_device(spec, case, input_sets[0]))

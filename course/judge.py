@@ -6,10 +6,11 @@ reference is computed here, in float64.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
 
 
@@ -17,6 +18,20 @@ from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
 class Verdict:
     passed: bool
     message: str = ""
+    fraction: float | None = None  # of the case's points; None: all if passed, else none
+    measurements: dict = field(default_factory=dict)  # a perf case's timings, for the report
+
+    @property
+    def score_fraction(self) -> float:
+        return float(self.passed) if self.fraction is None else self.fraction
+
+
+def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:
+    """The share of a perf case's points for running at `ratio` x torch's speed (torch time /
+    ours): 1 from full_at up, 0 at zero_at and below, linear in between."""
+    if not full_at > zero_at >= 0:
+        raise ValueError(f"perf case: need full_at > zero_at >= 0, got {full_at} and {zero_at}")
+    return min(1.0, max(0.0, (ratio - zero_at) / (full_at - zero_at)))
 
 
 def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
@@ -83,29 +98,79 @@ def _own_kernel_problem(spec, case: Case, result: dict) -> str:
     return ""
 
 
-def judge(spec, case: Case, input_sets: list[dict], result: dict) -> Verdict:
+def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
+    """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing."""
+    expected = spec.reference(inputs)  # float64
+    names = spec.output_names(inputs) if hasattr(spec, "output_names") else spec.OUTPUT_NAMES
+    if len(outputs) != len(expected):
+        return [f"returned {len(outputs)} outputs, expected {len(expected)} ({', '.join(names)})"]
+    tolerances = spec.tolerance(inputs)  # (atol, rtol), or {output name: (atol, rtol)}
+    dtypes = spec.output_dtypes(inputs)
+    problems = []
+    for name, got, exp, dtype in zip(names, outputs, expected, dtypes):
+        atol, rtol = tolerances[name] if isinstance(tolerances, dict) else tolerances
+        if got.dtype != dtype:
+            problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
+            continue
+        mismatch = describe_mismatch(name, got, exp, atol, rtol)
+        if mismatch:
+            problems.append(mismatch)
+    return problems
+
+
+def describe_inputs(inputs: dict) -> str:
+    """The largest input tensor's name, shape and dtype: what a timing was taken on."""
+    tensors = [(v.numel(), k, v) for k, v in inputs.items() if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return "no tensors"
+    _, name, tensor = max(tensors, key=lambda item: item[0])
+    return f"{name} {list(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
+
+
+def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline) -> Verdict:
+    """Points by speed against torch's own op, timed in a process without student code
+    (`baseline`: its result dict, or why there is none). Wrong outputs earn nothing."""
+    if "exception" in result:
+        return Verdict(False, result["exception"], 0.0)
+    if not isinstance(baseline, dict) or "timing" not in baseline:
+        why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
+        return Verdict(False, f"not run: torch's own op could not be timed here: {why}")
+    problems = _values_problems(spec, input_sets[0], result["outputs"][0])
+    if problems:
+        return Verdict(False, "\n".join(["the output of the timed calls was wrong, so their time earns no points:",
+                                         *problems] + ([f"hint: {case.hint}"] if case.hint else [])), 0.0)
+    ours, theirs = (Timing(**{k: r["timing"][k] for k in ("median_ms", "spread", "reps")})
+                    for r in (result, baseline))
+    if not 0 < ours.median_ms < float("inf"):  # the division below must mean something
+        return Verdict(False, f"the timed run reported {ours.median_ms} ms, not a time", 0.0)
+    full_at, zero_at = case.params["full_at"], case.params["zero_at"]
+    ratio = theirs.median_ms / ours.median_ms
+    fraction = perf_fraction(ratio, full_at, zero_at)
+    nbytes = spec.bytes_moved(input_sets[0])
+    points = round(case.points * fraction, 2)
+    message = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {theirs.median_ms:.3f} ms "
+               f"({theirs.gbs(nbytes):.0f} GB/s) on {describe_inputs(input_sets[0])}: {ratio:.2f}x torch -> "
+               f"{points:g}/{case.points:g} points (full at {full_at:.2f}x, zero at {zero_at:.2f}x)")
+    measurements = {"ours_ms": ours.median_ms, "torch_ms": theirs.median_ms, "ours_gbs": ours.gbs(nbytes),
+                    "torch_gbs": theirs.gbs(nbytes), "ratio": ratio, "ours_spread": ours.spread,
+                    "torch_spread": theirs.spread, "bytes": nbytes}
+    # A perf case passes when it earned points: its score says how many.
+    return Verdict(fraction > 0, message, fraction, measurements)
+
+
+def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None) -> Verdict:
+    """`baseline`: for a perf case, the result of timing torch's own op on the same inputs."""
+    if case.kind == "perf":
+        return judge_perf(spec, case, input_sets, result, baseline)
     if "exception" in result:  # the harness itself raised: the op failed on valid input
         return Verdict(False, result["exception"])
     if case.kind == "error":
         return _judge_error(case, result)
     problems = []
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"])):
-        expected = spec.reference(inputs)  # float64
-        names = spec.output_names(inputs) if hasattr(spec, "output_names") else spec.OUTPUT_NAMES
-        if len(outputs) != len(expected):
-            return Verdict(False, f"returned {len(outputs)} outputs, expected {len(expected)} "
-                                  f"({', '.join(names)})")
-        tolerances = spec.tolerance(inputs)  # (atol, rtol), or {output name: (atol, rtol)}
-        dtypes = spec.output_dtypes(inputs)
-        for name, got, exp, dtype in zip(names, outputs, expected, dtypes):
-            atol, rtol = tolerances[name] if isinstance(tolerances, dict) else tolerances
-            if got.dtype != dtype:
-                problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
-                continue
-            mismatch = describe_mismatch(name, got, exp, atol, rtol)
-            if mismatch:
-                problems.append(("on the second call, with new values in the same buffers: " if index else "")
-                                + mismatch)
+        problems = _values_problems(spec, inputs, outputs)
+        if index:
+            problems = ["on the second call, with new values in the same buffers: " + p for p in problems]
         if problems:
             break
     if INPUTS_UNCHANGED in case.checks and not problems:

@@ -11,33 +11,49 @@ from course.harness import execute
 from course.judge import Verdict, judge
 
 
+def _failure(error: Exception) -> Verdict:
+    message = f"{type(error).__name__}: {error}".strip()
+    if "TODO(" not in message:
+        message += "\n" + "".join(traceback.format_exception(error)[-3:-1]).rstrip()
+    return Verdict(False, message)
+
+
 def run_case(spec, ext, case, seed: int) -> Verdict:
     input_sets = make_input_sets(spec, case, seed)
+    baseline = None
+    if case.kind == "perf":  # the student's own machine: torch's op is timed right here
+        try:
+            baseline = execute(spec, None, case, input_sets)
+        except Exception as error:  # noqa: BLE001 - reported like any other failure
+            return Verdict(False, f"torch's own op could not be timed: {_failure(error).message}")
     try:
         result = execute(spec, ext, case, input_sets)
     except Exception as error:  # noqa: BLE001 - the op failing is a verdict, not a crash
-        message = f"{type(error).__name__}: {error}".strip()
-        if "TODO(" not in message:
-            message += "\n" + "".join(traceback.format_exception(error)[-3:-1]).rstrip()
-        return Verdict(False, message)
-    return judge(spec, case, input_sets, result)
+        return _failure(error)
+    return judge(spec, case, input_sets, result, baseline)
 
 
 def run_public_tests(spec, ext, seed: int | None = None, devices: tuple[str, ...] | None = None) -> bool:
-    """Run every case of `spec` on the devices available; print a table; True when all pass."""
+    """Run every case of `spec` on the devices available (perf cases last, once the cases
+    they need passed); print a table; True when all pass."""
     seed = random.randrange(2**31) if seed is None else seed
     if devices is None:
         devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
     passed = total = 0
-    for case in spec.CASES:
+    passed_names: set[str] = set()
+    for case in sorted(spec.CASES, key=lambda c: c.kind == "perf"):
         if case.device not in devices:
             print(f"  SKIP  {case.name}: no {case.device} device here")
             continue
-        verdict = run_case(spec, ext, case, seed)
+        unmet = [name for name in case.needs if name not in passed_names]
+        verdict = Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: {', '.join(unmet)} "
+                                 "must pass first") if unmet else run_case(spec, ext, case, seed)
         total += 1
         passed += verdict.passed
+        if verdict.passed:
+            passed_names.add(case.name)
         print(f"  {'PASS' if verdict.passed else 'FAIL'}  {case.name}")
-        if not verdict.passed:
+        if not verdict.passed or verdict.fraction is not None:  # a perf case always shows its timing
             print("\n".join("        " + line for line in verdict.message.splitlines()))
     print(f"{passed}/{total} public tests passed (seed {seed})")
     return passed == total

@@ -21,7 +21,7 @@ def _grade(unit, source_dir, tmp_path, seed=7):
     path = report.write(result, str(tmp_path / "out"))
     with open(path) as handle:
         data = json.load(handle)  # valid JSON, whatever the submission did
-    assert data["score"] == sum(t["score"] for t in data["tests"])
+    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]), abs=0.01)
     return result, data
 
 
@@ -46,7 +46,8 @@ def test_template_scores_only_the_build(unit, tmp_path):
     result, _ = _grade(unit, tmp_path / "submission", tmp_path)
     passed = {t.name for t in result.tests if t.passed}
     assert passed == {"build"}, report.table(result)
-    values = [t for t in result.tests if t.name != "build" and not t.not_run and "error" not in t.name]
+    values = [t for t in result.tests if t.name != "build" and not t.not_run and "error" not in t.name
+              and not t.output.startswith(("not timed", "not tested"))]  # their needed cases failed
     assert values and all(f"TODO({unit.day})" in t.output for t in values)
 
 

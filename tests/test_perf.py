@@ -1,0 +1,245 @@
+"""Perf cases and the shared benchmark harness, on the CPU: a toy unit (a row softmax
+written in Python beside an empty C++ module) is graded end to end with a fast, a
+slow and a wrong submission."""
+import json
+import os
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from autograder import report
+from autograder import grade as grading
+from autograder.grade import Grade, grade
+from course import bench
+from course.cases import Case, check_needs, make_input_sets
+from course.harness import execute
+from course.judge import perf_fraction
+from course.public import run_case
+from course.units import Unit
+
+pytestmark = pytest.mark.autograder
+
+TOY_SPEC = '''
+import torch
+
+from course.cases import Case
+
+OUTPUT_NAMES = ("y",)
+FORBIDDEN_OPS = ()
+
+
+def make_inputs(case, generator):
+    rows, cols = case.params["shape"]
+    return {"x": torch.randn(rows, cols, generator=generator)}
+
+
+def call(ext, inputs):
+    return ext.row_softmax(inputs["x"])
+
+
+def baseline(inputs):
+    return torch.softmax(inputs["x"], dim=1)
+
+
+def bytes_moved(inputs):
+    return 2 * inputs["x"].numel() * inputs["x"].element_size()
+
+
+def reference(inputs):
+    return (torch.softmax(inputs["x"].double(), dim=1),)
+
+
+def output_dtypes(inputs):
+    return (inputs["x"].dtype,)
+
+
+def tolerance(inputs):
+    return (1e-6, 1e-5)
+
+
+# Thresholds far from 1x: the same op timed twice must earn full points despite noise.
+PERF = dict(shape=(256, 2048), full_at=0.5, zero_at=0.1)
+CASES = [
+    Case("cpu_values", "cpu_values", "cpu", 1.0, dict(shape=(8, 100))),
+    Case("cpu_perf", "cpu_perf", "cpu", 5.0, PERF, kind="perf", needs=("cpu_values",)),
+    Case("cpu_perf_unchecked", "cpu_perf", "cpu", 5.0, PERF, kind="perf"),
+]
+'''
+
+# The library only has to import: the toy op is Python, so each build takes seconds.
+TOY_CPP = "#include <pybind11/pybind11.h>\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n"
+
+SUBMISSIONS = {
+    # Also notes where it was imported: never in the children that time torch's op.
+    "fast": ("import os\nimport torch\n\nwith open({log!r}, 'a') as log:\n    log.write(os.getcwd() + '\\n')\n\n"
+             "def row_softmax(x):\n    return torch.softmax(x, dim=1)\n"),
+    "slow": "import time\nimport torch\n\ndef row_softmax(x):\n    time.sleep(0.03)\n    return torch.softmax(x, dim=1)\n",
+    "wrong": "import torch\n\ndef row_softmax(x):\n    return torch.exp(x)  # fast, because it skips the hard part\n",
+}
+
+
+@dataclass(frozen=True)
+class ToyUnit(Unit):
+    spec_file: str = ""
+
+    def spec_path(self) -> str:
+        return self.spec_file
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    (root / "toy_spec.py").write_text(TOY_SPEC)
+    unit = ToyUnit("perf_toy", "a toy", ("toy.cpp", "row_softmax.py"), (), spec_file=str(root / "toy_spec.py"))
+    return unit, root
+
+
+@pytest.fixture(scope="module")
+def graded(toy):
+    """graded(kind) -> (Grade, results.json as a dict, cwds the submission was imported in)."""
+    unit, root = toy
+    done = {}
+
+    def run(kind):
+        if kind not in done:
+            folder = root / kind
+            folder.mkdir()
+            (folder / "toy.cpp").write_text(TOY_CPP)
+            log = root / f"{kind}.imports"
+            (folder / "row_softmax.py").write_text(SUBMISSIONS[kind].format(log=str(log)))
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("OMP_NUM_THREADS", "1")  # one thread per child: steadier timings on a busy CPU
+                result = grade(str(folder), unit, seed=3, work=str(root / f"{kind}.work"), has_gpu=False)
+            path = report.write(result, str(root / f"{kind}.out"))
+            with open(path) as handle:
+                data = json.load(handle)
+            imports = log.read_text().split() if log.exists() else []
+            done[kind] = result, data, imports
+        return done[kind]
+
+    return run
+
+
+def _test(data, name):
+    return next(t for t in data["tests"] if t["name"] == name)
+
+
+def test_perf_fraction_is_linear_between_zero_and_full():
+    assert perf_fraction(1.2, full_at=1.0, zero_at=0.5) == 1.0
+    assert perf_fraction(1.0, full_at=1.0, zero_at=0.5) == 1.0
+    assert perf_fraction(0.75, full_at=1.0, zero_at=0.5) == pytest.approx(0.5)
+    assert perf_fraction(0.5, full_at=1.0, zero_at=0.5) == 0.0
+    assert perf_fraction(0.1, full_at=1.0, zero_at=0.5) == 0.0
+    with pytest.raises(ValueError):
+        perf_fraction(1.0, full_at=0.5, zero_at=0.5)
+
+
+def test_needs_must_name_existing_cases():
+    check_needs([Case("a", "g"), Case("b", "g", needs=("a",))])
+    with pytest.raises(ValueError, match="c"):
+        check_needs([Case("a", "g"), Case("b", "g", needs=("c",))])
+
+
+def test_fast_submission_gets_full_points(graded):
+    result, data, imports = graded("fast")
+    assert {t.name for t in result.tests if not t.passed} == set(), report.table(result)
+    for name in ("cpu_perf", "cpu_perf_unchecked"):
+        test = _test(data, name)
+        assert test["score"] == 5 and test["status"] == "passed", test["output"]
+        assert "x torch -> 5/5 points (full at 0.50x, zero at 0.10x)" in test["output"]
+        assert "on x [256, 2048] float32" in test["output"]
+        timing = data["extra_data"]["perf"][name]
+        assert timing["ratio"] == pytest.approx(timing["torch_ms"] / timing["ours_ms"])
+        assert timing["ours_gbs"] > 0 and timing["torch_gbs"] > 0
+    assert data["score"] == 12  # with the build and the values case
+    # The student's code ran in its own children, never in those that timed torch's op.
+    assert imports and all(f"{os.sep}runs{os.sep}" in cwd for cwd in imports), imports
+
+
+def test_slow_submission_gets_no_points(graded):
+    result, data, _ = graded("slow")
+    assert _test(data, "cpu_values")["status"] == "passed"
+    for name in ("cpu_perf", "cpu_perf_unchecked"):
+        test = _test(data, name)
+        assert test["score"] == 0 and test["status"] == "failed", test["output"]
+        assert "-> 0/5 points" in test["output"]
+        assert data["extra_data"]["perf"][name]["ours_ms"] >= 30
+    assert data["score"] == 2
+
+
+def test_wrong_submission_earns_nothing_for_speed(graded):
+    result, data, _ = graded("wrong")
+    assert _test(data, "cpu_values")["status"] == "failed"
+    needing = _test(data, "cpu_perf")
+    assert needing["score"] == 0 and needing["output"] == "not timed: cpu_values must pass first"
+    unchecked = _test(data, "cpu_perf_unchecked")
+    assert unchecked["score"] == 0 and unchecked["status"] == "failed"
+    assert "output of the timed calls was wrong" in unchecked["output"] and "y:" in unchecked["output"]
+    assert data["extra_data"]["perf"] == {} and data["score"] == 1  # the build
+
+
+def test_fractional_scores_in_table_and_json():
+    result = Grade("toy", tests=[
+        grading.TestResult("build", 1.0, True, "compiled", visibility="visible"),
+        grading.TestResult("perf", 5.0, True, "yours 1.000 ms, torch 0.850 ms: 0.85x torch -> 3.5/5 points", fraction=0.7),
+        grading.TestResult("values", 1.0, False, "y: 3 of 8 elements differ"),
+    ])
+    data = report.results_json(result)
+    assert [t["score"] for t in data["tests"]] == [1.0, 3.5, 0.0] and data["score"] == 4.5
+    assert [t["status"] for t in data["tests"]] == ["passed", "passed", "failed"]
+    table = report.table(result)
+    assert "3.5/5" in table and "0.85x torch" in table and "4.5/7 points" in table
+
+
+# The harness and the bench helpers in this process, with a module-like object as the op.
+def _spec_and_case(tmp_path):
+    (tmp_path / "toy_spec.py").write_text(TOY_SPEC)
+    spec = ToyUnit("perf_toy", "", (), (), spec_file=str(tmp_path / "toy_spec.py")).load_spec()
+    return spec, next(c for c in spec.CASES if c.name == "cpu_perf_unchecked")
+
+
+def test_execute_times_the_op_or_torchs_own(tmp_path):
+    spec, case = _spec_and_case(tmp_path)
+    input_sets = make_input_sets(spec, case, seed=1)
+    assert len(input_sets) == 3
+    ours = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case, input_sets)
+    torchs = execute(spec, None, case, input_sets)
+    assert set(torchs) == {"timing"} and torchs["timing"]["reps"] >= 10
+    assert ours["timing"]["median_ms"] > 0 and len(ours["outputs"]) == 1
+    assert torch.allclose(ours["outputs"][0][0], torch.softmax(input_sets[0]["x"], 1))
+
+
+def test_public_run_case_times_both_in_process(tmp_path):
+    spec, case = _spec_and_case(tmp_path)
+    fast = run_case(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case, seed=1)
+    assert fast.passed and fast.fraction == 1.0 and "-> 5/5 points" in fast.message
+    wrong = run_case(spec, types.SimpleNamespace(row_softmax=torch.exp), case, seed=1)
+    assert not wrong.passed and wrong.fraction == 0.0 and "was wrong" in wrong.message
+
+
+def test_compare_marks_a_fast_wrong_op_and_formats_the_table():
+    arg_sets = [(torch.randn(64, 512),) for _ in range(3)]
+
+    def check(outputs, args):
+        return "" if torch.allclose(outputs, torch.softmax(args[0], 1)) else "differs from torch.softmax"
+
+    nbytes = 2 * 64 * 512 * 4
+    right = bench.compare("right", lambda x: torch.softmax(x, 1), lambda x: torch.softmax(x, 1), arg_sets, nbytes,
+                          check=check, ceiling=10.0, d=512)
+    wrong = bench.compare("wrong", torch.exp, lambda x: torch.softmax(x, 1), arg_sets, nbytes, check=check, d=512)
+    assert not right.wrong and right.speedup > 0 and right.of_ceiling == pytest.approx(right.ours_gbs / 10.0)
+    assert wrong.wrong and wrong.problem == "differs from torch.softmax"
+    table = bench.format_table([right, wrong], 10.0, "softmax").splitlines()
+    assert table[0].startswith("softmax: ") and f"torch {torch.__version__}" in table[0] and "10 GB/s" in table[0]
+    assert table[2].startswith("right") and table[2].endswith("ok")
+    assert table[3].startswith("wrong") and "WRONG: differs from torch.softmax" in table[3]
+
+
+def test_plot_is_skipped_quietly_without_matplotlib(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    timing = bench.Timing(1.0, 0.01, 10)
+    assert bench.plot_gbs([bench.Row("r", 1 << 20, timing, timing, d=64)]) is None
