@@ -25,6 +25,7 @@ class Mutant:
     keeps: tuple[str, ...]
     edits: tuple[dict, ...]
     gpu_only: bool
+    perf_partial: bool = False  # its perf tests together earn some points, not all
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -38,7 +39,7 @@ def load(unit: Unit) -> dict[str, Mutant]:
     with open(path, "rb") as handle:
         data = tomllib.load(handle)["mutants"]
     return {name: Mutant(name, entry["about"], tuple(entry["loses"]), tuple(entry.get("keeps", ())),
-                         tuple(entry["edits"]), entry.get("gpu_only", False))
+                         tuple(entry["edits"]), entry.get("gpu_only", False), entry.get("perf_partial", False))
             for name, entry in data.items()}
 
 

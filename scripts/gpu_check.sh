@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# On a machine with a GPU, in one go: the whole test suite with the CUDA tests,
-# notebooks and GPU-only mutants; grading the reference solutions from a cold
-# build; the rebuild loop's timing; the day02 benchmark. Ends with a summary.
+# On a machine with a GPU: the checks that CI cannot run, in stages that each fit one
+# ten-minute call.
 #
-#   scripts/gpu_check.sh [pytest args]   (OUT=folder keeps logs, default /tmp/gpu_check;
-#                                         UNITS="day02_layernorm_forward ..." limits the grading)
-# Wheels in .whl/ (nbclient, nbformat, ipykernel and their needs) are installed
-# first where the machine cannot reach a package index.
+#   scripts/gpu_check.sh suite [pytest args]   the test suite with its CUDA tests, notebooks and
+#                                              GPU-only mutants (PYTEST_WORKERS, default 6)
+#   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
+#                                              (UNITS="day05_layernorm_performance ..." to limit)
+#   scripts/gpu_check.sh bench                 rebuild-loop timing, the day05 benchmark table
+#                                              (BENCH_DTYPES, default all three) and ncu
+#
+# OUT=folder keeps the logs (default /tmp/gpu_check). Wheels in .whl/ (nbclient, nbformat,
+# ipykernel and their needs) are installed first where no package index can be reached.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+stage="${1:-suite}"
+shift || true
 OUT="${OUT:-/tmp/gpu_check}"
 mkdir -p "$OUT"
 if [ -d .whl ]; then
@@ -24,23 +30,34 @@ libstdcxx="$(g++ -print-file-name=libstdc++.so.6)"
 export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-$(python3 -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())')}"
 export PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-8}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
 
-python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
-start=$(date +%s)
-python3 -m autograder reference $(for u in ${UNITS:-}; do echo --unit "$u"; done) --out "$OUT/reference" 2>&1 | tee "$OUT/reference.txt"
-reference_s=$(( $(date +%s) - start ))
-
-workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")
-python3 -m pytest -q -ra $workers --junitxml="$OUT/pytest.xml" "$@" 2>&1 | tee "$OUT/pytest.txt"
-python3 bench/rebuild_time.py 2>&1 | tee "$OUT/rebuild.txt"
-python3 bench/layernorm_forward.py 2>&1 | tee "$OUT/bench.txt"
-
-echo
-echo "================ GPU check summary ================"
-cat "$OUT/gpu.txt"
-echo "reference grading (all units, cold builds): ${reference_s} s"
-grep -E "points|timings" "$OUT/reference.txt"
-grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt" | head -20
-tail -1 "$OUT/pytest.txt"
-grep -E "^rebuild" "$OUT/rebuild.txt"
-cat "$OUT/bench.txt" | grep -v "^W"
+case "$stage" in
+  suite)
+    python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
+    workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")
+    python3 -m pytest -q -ra -p no:cacheprovider $workers --durations=15 --junitxml="$OUT/pytest.xml" "$@" \
+      2>&1 | tee "$OUT/pytest.txt"
+    echo "================ suite summary ================"
+    grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt" | head -40
+    tail -1 "$OUT/pytest.txt"
+    ;;
+  grade)
+    start=$(date +%s)
+    python3 -m autograder reference $(for u in ${UNITS:-}; do echo --unit "$u"; done) --out "$OUT/reference" \
+      2>&1 | tee "$OUT/reference.txt"
+    echo "================ grading summary ================"
+    echo "reference grading (cold builds): $(( $(date +%s) - start )) s"
+    grep -E "points|timings" "$OUT/reference.txt"
+    ;;
+  bench)
+    python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
+    python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
+      2>&1 | grep -v "^W" | tee "$OUT/bench.txt"
+    python3 bench/profile_layernorm.py 2>&1 | tee "$OUT/ncu.txt" | grep -E "layernorm|param|partials|duration|throughput|bytes|warps|registers" | head -80
+    ;;
+  *)
+    echo "unknown stage $stage: suite, grade or bench" >&2
+    exit 2
+    ;;
+esac

@@ -64,6 +64,11 @@ def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
     ran = [t.name for t in result.tests if not t.not_run]
     assert _failed(result) == mutant.expected_losses(ran), report.table(result)
+    if mutant.perf_partial:  # slower than the reference, not broken: some of the perf points
+        perf = {case.name for case in unit.load_spec().CASES if case.kind == "perf"}
+        earned = sum(t.score for t in result.tests if t.name in perf)
+        possible = sum(t.max_score for t in result.tests if t.name in perf)
+        assert 0 < earned < possible, report.table(result)
     assert data["tests"] and data["extra_data"]["unit"] == unit.name  # the grader's report, not a fake
 
 

@@ -1,0 +1,143 @@
+"""Reference LayerNorm kernels (day05) against PyTorch's, forward and backward, in GB/s.
+
+    python bench/layernorm.py [--dtypes float32 float16 bfloat16] [--markdown docs/performance.md]
+
+Forward: version 4 (the row in registers, `kernel="auto"`) against F.layer_norm. Backward: the
+fused kernel against aten::native_layer_norm_backward called directly (one op each, like for
+like), then both through autograd (what users run). Bytes: forward_bytes / backward_bytes of
+the unit (each input read once, each output written once). The copy ceiling is a large
+device-to-device copy in the same run. Every row's outputs are re-checked after timing.
+Ends with the issue's targets, each marked met or missed.
+"""
+import argparse
+import math
+import os
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from course import bench, units  # noqa: E402
+from course.build import build_extension  # noqa: E402
+
+UNIT = "day05_layernorm_performance"
+DIMS = (7, 128, 768, 1000, 1024, 4096, 8192, 12288)
+ELEMENTS = 1 << 26  # per tensor: 256 MB of fp32, far above any L2
+EPS = 1e-5
+
+
+def shapes():
+    return [(ELEMENTS // d, d) for d in DIMS] + [(4096, 1024)]
+
+
+def build():
+    unit = units.load(UNIT)
+    folder = tempfile.mkdtemp(prefix="bench_")
+    unit.write("solution", folder)
+    module, seconds = build_extension(unit.name, [os.path.join(folder, f) for f in unit.built],
+                                      os.path.join(folder, "build"))
+    print(f"built {UNIT} in {seconds:.0f} s")
+    return module
+
+
+def close(got, expected, dtype):
+    tolerance = 2e-2 if dtype != torch.float32 else 1e-3
+    error = ((got.float() - expected.float()).abs() / (1 + expected.float().abs())).max().item()
+    return "" if error <= tolerance else f"max relative error {error:.3g}"
+
+
+def forward_row(ext, rows, cols, dtype, ceiling):
+    sets = [(torch.randn(rows, cols, device="cuda", dtype=dtype),
+             (torch.rand(cols, device="cuda") + 0.5).to(dtype), torch.randn(cols, device="cuda", dtype=dtype))
+            for _ in range(2)]
+
+    def check(outputs, args):
+        return close(outputs[0], F.layer_norm(args[0].float(), (cols,), args[1].float(), args[2].float(), EPS), dtype)
+
+    return bench.compare(f"fwd {rows}x{cols} {str(dtype)[6:]}", lambda x, g, b: ext._ext.forward(x, g, b, EPS),
+                         lambda x, g, b: F.layer_norm(x, (cols,), g, b, EPS), sets,
+                         ext.forward_bytes(rows, cols, dtype), check=check, ceiling=ceiling, d=cols)
+
+
+def backward_rows(ext, rows, cols, dtype, ceiling):
+    x = torch.randn(rows, cols, device="cuda", dtype=dtype)
+    gamma = (torch.rand(cols, device="cuda") + 0.5).to(dtype)
+    beta = torch.zeros_like(gamma)
+    _, mean, rstd = ext._ext.forward(x, gamma, beta, EPS)
+    sets = [(torch.randn_like(x), x, gamma, mean, rstd) for _ in range(2)]
+    nbytes = ext.backward_bytes(rows, cols, dtype)
+
+    def native(dy, x, g, m, r):
+        return torch.ops.aten.native_layer_norm_backward(dy, x, (cols,), m[:, None], r[:, None], g, beta,
+                                                         (True, True, True))
+
+    def check(outputs, args):
+        expected = native(*args)
+        return " ".join(filter(None, (close(o, e, dtype) if o.dim() == 2 else "" for o, e in zip(outputs, expected))))
+
+    op = bench.compare(f"bwd {rows}x{cols} {str(dtype)[6:]}", lambda dy, x, g, m, r: ext._ext.backward(dy, x, g, m, r),
+                       native, sets, nbytes, check=check, ceiling=ceiling, d=cols)
+    # The same through autograd: forward saved, then backward of a fresh graph each call.
+    leaf = x.detach().requires_grad_()
+    w, b = gamma.detach().requires_grad_(), beta.detach().requires_grad_()
+    ours_y = ext.layer_norm(leaf, cols, w, b, EPS)
+    torch_y = F.layer_norm(leaf, (cols,), w, b, EPS)
+    grads = [(dy,) for dy, *_ in sets]
+    autograd = bench.compare(f"autograd {rows}x{cols} {str(dtype)[6:]}",
+                             lambda dy: torch.autograd.grad(ours_y, (leaf, w, b), dy, retain_graph=True),
+                             lambda dy: torch.autograd.grad(torch_y, (leaf, w, b), dy, retain_graph=True),
+                             grads, nbytes, ceiling=ceiling, d=cols)
+    deterministic = all(torch.equal(a, b) for a, b in zip(ext._ext.backward(*sets[0]), ext._ext.backward(*sets[0])))
+    return op, autograd, deterministic
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float16", "bfloat16"])
+    parser.add_argument("--markdown", help="also write the tables as markdown to this file")
+    args = parser.parse_args()
+    ext = build()
+    ceiling = bench.copy_ceiling_gbs()
+    forward, backward, autograd, deterministic = [], [], [], True
+    for name in args.dtypes:
+        dtype = getattr(torch, name)
+        for rows, cols in shapes():
+            forward.append(forward_row(ext, rows, cols, dtype, ceiling))
+            op, through_autograd, same = backward_rows(ext, rows, cols, dtype, ceiling)
+            backward.append(op)
+            autograd.append(through_autograd)
+            deterministic &= same
+            torch.cuda.empty_cache()
+    tables = [bench.format_table(forward, ceiling, "forward: ours (auto) vs F.layer_norm"),
+              bench.format_table(backward, ceiling, "backward op: ours (auto) vs aten::native_layer_norm_backward"),
+              bench.format_table(autograd, ceiling, "backward through autograd: ours vs F.layer_norm")]
+    print("\n\n".join(tables))
+
+    big = [r for r in forward if r.name.startswith("fwd 16384x4096") and ("float32" in r.name or "bfloat16" in r.name)]
+    targets = [
+        ("forward >= 0.90 of the ceiling at 16384x4096 fp32 and bf16", all(r.of_ceiling >= 0.90 for r in big)),
+        ("forward >= 1.0x torch at every shape", all(r.speedup >= 1.0 for r in forward)),
+        ("forward >= 10x torch at D = 7", all(r.speedup >= 10 for r in forward if r.d == 7)),
+        ("backward >= 0.75 of the ceiling at D >= 1024 (2^26 elements)",
+         all(r.of_ceiling >= 0.75 for r in backward if r.d >= 1024 and not r.name.startswith("bwd 4096x1024"))),
+        ("backward >= 2x native_layer_norm_backward, geometric mean", geomean([r.speedup for r in backward]) >= 2.0),
+        ("backward deterministic (two calls bit for bit equal)", deterministic),
+        ("every output right after timing", not any(r.wrong for r in forward + backward + autograd)),
+    ]
+    lines = [f"backward geometric mean speed-up: {geomean([r.speedup for r in backward]):.2f}x",
+             *[f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]]
+    print("\n" + "\n".join(lines))
+    if args.markdown:
+        with open(args.markdown, "w") as handle:
+            handle.write("```\n" + "\n\n".join(tables) + "\n\n" + "\n".join(lines) + "\n```\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+// LayerNorm backward, version 2: dx and the partial sums of dγ and dβ in one pass.
+//
+// With x̂ = (x − mean)·rstd (mean and rstd saved by the forward) and g = dy·γ:
+//   dx_j = rstd · (g_j − mean(g) − x̂_j · mean(g·x̂))     a sum over the row
+//   dγ_j = Σ_rows dy_j · x̂_j,   dβ_j = Σ_rows dy_j       a sum over the column
+//
+// Version 1 (day04) reads x and dy in two kernels: once for dx, once more for dγ and dβ.
+// Here a block walks a strip of rows: for each row it computes dx, and each thread adds dy·x̂
+// and dy for the columns it owns into registers, across all the rows it visits. At the end
+// the block's partial sums go to one row of a small partial buffer, and a second, small
+// kernel adds the blocks' rows up per column. x and dy are read from memory once (the second
+// read of the row, for dx, comes from cache), and nothing is summed with atomics: the order of
+// every sum is fixed by the grid, so results repeat bit for bit on the same GPU.
+//
+// Rows are split among threads as in the forward's version 4 (plan_rows), with at most 32
+// accumulated columns per thread: 2 x 32 registers of partial sums.
+#include <type_traits>
+
+#include "row_math.cuh"
+
+namespace {
+
+constexpr int kMaxAccumulated = 32;    // columns whose dγ, dβ a thread keeps in registers
+constexpr int kMaxThreadsPerRow = 512;
+constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
+constexpr int kSumLanes = 8;           // ... with 8 threads per column
+
+template <typename T, int kVec, int kVecsPerThread>
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
+layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
+                                const acc_type_t<T>* __restrict__ rstd, T* __restrict__ dx,
+                                acc_type_t<T>* __restrict__ partial_dgamma,
+                                acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows, int cols) {
+  using acc_t = acc_type_t<T>;
+  using Vec = AlignedVector<T, kVec>;
+  const int vecs = cols / kVec;
+  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma);
+  acc_t dgamma[kVecsPerThread][kVec] = {};
+  acc_t dbeta[kVecsPerThread][kVec] = {};
+
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
+       first_row += row_step) {
+    const int64_t row = first_row + threadIdx.y;
+    const bool active = row < rows;  // an idle thread stays for the sums, adding zeros
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
+    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
+    const acc_t row_mean = active ? mean[row] : acc_t(0);
+    const acc_t row_rstd = active ? rstd[row] : acc_t(0);
+
+    acc_t sum_g = 0;
+    acc_t sum_g_xhat = 0;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec xv = x_row[v];
+        const Vec dyv = dy_row[v];
+        const Vec gv = gamma_vecs[v];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t xhat = (to_acc(xv.val[e]) - row_mean) * row_rstd;
+          const acc_t d = to_acc(dyv.val[e]);
+          const acc_t g = d * to_acc(gv.val[e]);
+          sum_g += g;
+          sum_g_xhat += g * xhat;
+          dgamma[k][e] += d * xhat;
+          dbeta[k][e] += d;
+        }
+      }
+    }
+    row_reduce_sum2(sum_g, sum_g_xhat);
+    const acc_t mean_g = sum_g / cols;
+    const acc_t mean_g_xhat = sum_g_xhat / cols;
+
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec xv = x_row[v];  // read a moment ago: from L1 or L2, not from memory
+        const Vec dyv = dy_row[v];
+        const Vec gv = gamma_vecs[v];
+        Vec out;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t xhat = (to_acc(xv.val[e]) - row_mean) * row_rstd;
+          const acc_t g = to_acc(dyv.val[e]) * to_acc(gv.val[e]);
+          out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
+        }
+        dx_row[v] = out;
+      }
+    }
+  }
+
+  // A block of one row: each thread's sums are the block's, for its own columns.
+  if (blockDim.y == 1) {
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        const int col = (k * blockDim.x + threadIdx.x) * kVec + e;
+        if (col < cols) {
+          partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma[k][e];
+          partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta[k][e];
+        }
+      }
+    }
+    return;
+  }
+  // Several rows per block (kPlanThreadsPerBlock threads): the groups of threadIdx.y hold sums
+  // for the same columns. Add them in shared memory, one vector slot k at a time (columns
+  // k·threads_per_row·kVec onwards), in the order of threadIdx.y, and write the block's row.
+  __shared__ acc_t shared_dgamma[kPlanThreadsPerBlock * kVec];
+  __shared__ acc_t shared_dbeta[kPlanThreadsPerBlock * kVec];
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+  const int slot_columns = blockDim.x * kVec;  // columns covered by one slot of every thread
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      shared_dgamma[thread * kVec + e] = dgamma[k][e];
+      shared_dbeta[thread * kVec + e] = dbeta[k][e];
+    }
+    __syncthreads();
+    for (int c = thread; c < slot_columns; c += blockDim.x * blockDim.y) {
+      acc_t dgamma_sum = 0;
+      acc_t dbeta_sum = 0;
+      for (int group = 0; group < blockDim.y; ++group) {
+        dgamma_sum += shared_dgamma[group * slot_columns + c];
+        dbeta_sum += shared_dbeta[group * slot_columns + c];
+      }
+      const int col = k * slot_columns + c;
+      if (col < cols) {
+        partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma_sum;
+        partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta_sum;
+      }
+    }
+    __syncthreads();  // the next slot overwrites shared memory
+  }
+}
+
+// Stage 2: block b adds up the partial rows of columns 32b .. 32b + 31. Thread (c, lane) sums
+// rows lane, lane + 8, ...; the 8 lanes then meet in shared memory, always in the same order.
+template <typename T>
+__global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dgamma,
+                                    const acc_type_t<T>* __restrict__ partial_dbeta,
+                                    T* __restrict__ dgamma, T* __restrict__ dbeta,
+                                    int64_t num_partials, int cols) {
+  using acc_t = acc_type_t<T>;
+  __shared__ acc_t dgamma_lanes[kSumLanes][kSumColumns];
+  __shared__ acc_t dbeta_lanes[kSumLanes][kSumColumns];
+  const int col = blockIdx.x * kSumColumns + threadIdx.x;
+  acc_t dgamma_sum = 0;
+  acc_t dbeta_sum = 0;
+  if (col < cols) {
+    for (int64_t p = threadIdx.y; p < num_partials; p += kSumLanes) {
+      dgamma_sum += partial_dgamma[p * cols + col];
+      dbeta_sum += partial_dbeta[p * cols + col];
+    }
+  }
+  dgamma_lanes[threadIdx.y][threadIdx.x] = dgamma_sum;
+  dbeta_lanes[threadIdx.y][threadIdx.x] = dbeta_sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    for (int lane = 1; lane < kSumLanes; ++lane) {
+      dgamma_sum += dgamma_lanes[lane][threadIdx.x];
+      dbeta_sum += dbeta_lanes[lane][threadIdx.x];
+    }
+    dgamma[col] = from_acc<T>(dgamma_sum);
+    dbeta[col] = from_acc<T>(dbeta_sum);
+  }
+}
+
+template <typename T>
+RowPlan fused_plan(int64_t cols, bool aligned) {
+  constexpr int kVec = kVectorBytes / sizeof(T);
+  return plan_rows(cols, sizeof(T), aligned, kMaxAccumulated / kVec, kMaxThreadsPerRow);
+}
+
+// As many blocks as can run at once (about), so each one's partial row sums many rows; the
+// count depends only on the GPU and the shape, so the order of the sums does too.
+int resident_blocks(int threads_per_block) {
+  int device = 0;
+  int sms = 1;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const int per_sm = 2048 / threads_per_block;
+  return sms * (per_sm > 1 ? per_sm : 1);
+}
+
+}  // namespace
+
+template <typename T>
+int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned) {
+  if (std::is_same_v<T, double> || rows == 0) return 0;  // float64 is for gradcheck, not for speed
+  const RowPlan plan = fused_plan<T>(cols, aligned);
+  if (!plan.fits()) return 0;
+  const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+  const int64_t resident = resident_blocks(plan.threads_per_row * plan.rows_per_block);
+  return needed < resident ? needed : resident;
+}
+
+template <typename T>
+cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* gamma,
+                                            const acc_type_t<T>* mean, const acc_type_t<T>* rstd,
+                                            T* dx, acc_type_t<T>* partials, T* dgamma, T* dbeta,
+                                            int64_t rows, int64_t cols, cudaStream_t stream) {
+  const bool aligned = is_aligned(dy) && is_aligned(x) && is_aligned(gamma) && is_aligned(dx);
+  const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
+  if (blocks == 0) return cudaErrorInvalidValue;  // the caller asks layernorm_backward_fused_blocks first
+  if constexpr (!std::is_same_v<T, double>) {
+    constexpr int kVec = kVectorBytes / sizeof(T);
+    constexpr int kMaxVecs = kMaxAccumulated / kVec;
+    const RowPlan plan = fused_plan<T>(cols, aligned);
+    const dim3 block(plan.threads_per_row, plan.rows_per_block);
+    acc_type_t<T>* partial_dgamma = partials;
+    acc_type_t<T>* partial_dbeta = partials + blocks * cols;
+    const int icols = static_cast<int>(cols);
+    const int grid = static_cast<int>(blocks);
+#define LAUNCH_FUSED(VEC, VECS_PER_THREAD)                                                    \
+  layernorm_backward_fused_kernel<T, VEC, VECS_PER_THREAD><<<grid, block, 0, stream>>>(        \
+      dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta, rows, icols)
+    if (plan.vec == 1) {
+      LAUNCH_FUSED(1, 1);
+    } else if (plan.vecs_per_thread == 1) {
+      LAUNCH_FUSED(kVec, 1);
+    } else if (plan.vecs_per_thread == 2) {
+      LAUNCH_FUSED(kVec, 2);
+    } else if (plan.vecs_per_thread == 4) {
+      LAUNCH_FUSED(kVec, 4);
+    } else if constexpr (kMaxVecs > 4) {
+      LAUNCH_FUSED(kVec, kMaxVecs);
+    }
+#undef LAUNCH_FUSED
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+    const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
+    sum_partials_kernel<T><<<sum_blocks, dim3(kSumColumns, kSumLanes), 0, stream>>>(
+        partial_dgamma, partial_dbeta, dgamma, dbeta, blocks, icols);
+  }
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE_LAYERNORM_BACKWARD_FUSED(T)                                                  \
+  template int64_t layernorm_backward_fused_blocks<T>(int64_t, int64_t, bool);                   \
+  template cudaError_t launch_layernorm_backward_fused<T>(                                       \
+      const T*, const T*, const T*, const acc_type_t<T>*, const acc_type_t<T>*, T*,              \
+      acc_type_t<T>*, T*, T*, int64_t, int64_t, cudaStream_t);
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(__half)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(__nv_bfloat16)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(float)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(double)
