@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The test suite: generated files, the CPU paths of every unit, compile checks,
 # the autograder and its mutants. Tests that need a GPU are skipped without one.
+# Two workers: much of the time is spent starting Python processes and linking, not
+# compiling, so a second worker keeps both cores busy (PYTEST_WORKERS=0 runs serially).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m course.generate --check
-python3 -m pytest -q -ra "$@"
+workers="${PYTEST_WORKERS:-2}"
+parallel=()
+if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers"); fi
+python3 -m pytest -q -ra --durations=20 "${parallel[@]}" "$@"
