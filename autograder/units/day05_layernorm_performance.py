@@ -46,7 +46,10 @@ def make_inputs(case, generator):
     inputs = {"op": op, "kernel": p.get("kernel", "auto"), "eps": EPS, "x": x.to(dtype),
               "gamma": (1 + 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)).to(dtype),
               "beta": (0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)).to(dtype),
-              "misaligned": p.get("misaligned", False)}
+              "misaligned": p.get("misaligned", False),
+              # Timed calls run as users run them: NaN-filling new memory (below) would add a
+              # write of every output to the student's time and not to torch's.
+              "timed": case.kind == "perf"}
     if op in ("backward_op", "autograd"):
         inputs["dy"] = (torch.randn(p["shape"], generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
     if op == "backward_op":
@@ -107,7 +110,7 @@ RUNS = {
 
 def call(ext, inputs):
     """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with _empty_is_nan():
+    with contextlib.nullcontext() if inputs.get("timed") else _empty_is_nan():
         return RUNS[inputs["op"]](ext, inputs)
 
 
@@ -212,7 +215,7 @@ HINTS = {
                     "by 32 up to j < cols; sums with warp_reduce_sum; lane 0 writes mean and rstd",
     "vectorized": "version 3: lane v reads Vec x_row[v], x_row[v + 32], ... up to v < cols / kVec, and writes whole "
                   "Vecs of y; rows that are not whole aligned vectors go to version 2",
-    "misaligned": "x starts 4 bytes past a 16-byte boundary: a 16-byte load there is a 'misaligned address' error. "
+    "misaligned": "x starts one element past a 16-byte boundary: a 16-byte load there is a 'misaligned address' error. "
                   "Check is_aligned(x), gamma, beta and y and cols % kVec before launching, else use version 2",
     "fallback": "D is not a multiple of the vector length: version 3 must hand the row to version 2",
     "many_rows": "more rows than blocks in one launch: does each warp loop (row += row_step)?",
@@ -297,6 +300,7 @@ CASES += [
                                  ("fp16_d12288", (40, 12288), torch.float16), ("fp32_d40000", (5, 40000), torch.float32),
                                  ("bf16_many_rows", (70000, 64), torch.bfloat16))],
     _forward("registers", "misaligned", (64, 768), misaligned=True, points=0.5),
+    _forward("registers", "misaligned_d7", (100, 7), misaligned=True, points=0.5),
     *[_backward(kernel, what, shape, dtype)
       for kernel in ("fused", "two_pass")
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d1000", (300, 1000), torch.float32),
@@ -304,6 +308,9 @@ CASES += [
                                  ("fp32_d12288", (16, 12288), torch.float32), ("fp32_d20000", (4, 20000), torch.float32),
                                  ("many_rows", (70000, 64), torch.float32), ("fp64_d320", (16, 320), torch.float64))],
     _backward("fused", "misaligned", (64, 768), misaligned=True),
+    _backward("fused", "misaligned_d7", (100, 7), misaligned=True),
+    # more rows than blocks resident on the GPU: blocks of one row each sum several rows
+    _backward("fused", "bf16_d4096_rows4096", (4096, 4096), torch.bfloat16),
     Case("cuda_autograd_fp32", "cuda_backward", "cuda", 1.0, dict(op="autograd", shape=(64, 256))),
     _perf("bf16_d4096", (8192, 4096), torch.bfloat16),
     _perf("fp16_d768", (32768, 768), torch.float16),

@@ -18,7 +18,6 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
-#include <climits>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 
 namespace {
 
+constexpr int64_t kMaxCols = int64_t{1} << 30;
 const std::vector<std::string> kForwardKernels = {"auto", "block_per_row", "warp_per_row", "vectorized", "registers"};
 const std::vector<std::string> kBackwardKernels = {"auto", "two_pass", "fused"};
 
@@ -50,7 +50,8 @@ void check_rows(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble, op, ": ",
               name, " must be float16, bfloat16, float32 or float64, got ", dtype);
   TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous (call .contiguous() first)");
-  TORCH_CHECK(t.size(-1) <= INT_MAX, op, ": ", name, "'s last dimension must be below 2^31, got ", t.size(-1));
+  // Column indices are int, and a loop index may step up to a block's width past D.
+  TORCH_CHECK(t.size(-1) <= kMaxCols, op, ": ", name, "'s last dimension must be at most 2^30, got ", t.size(-1));
 }
 
 void check_like(const char* op, const char* name, const at::Tensor& t, const at::Tensor& x,

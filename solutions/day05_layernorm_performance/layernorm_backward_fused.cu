@@ -179,27 +179,51 @@ RowPlan fused_plan(int64_t cols, bool aligned) {
   return plan_rows(cols, sizeof(T), aligned, kMaxAccumulated / kVec, kMaxThreadsPerRow);
 }
 
-// As many blocks as can run at once (about), so each one's partial row sums many rows; the
-// count depends only on the GPU and the shape, so the order of the sums does too.
-int resident_blocks(int threads_per_block) {
+template <typename T>
+using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
+
+// The instance of the kernel for the plan: every instance has the same parameters.
+template <typename T>
+FusedKernel<T> fused_kernel_for(const RowPlan& plan) {
+  constexpr int kVec = kVectorBytes / sizeof(T);
+  if (plan.vec == 1) return &layernorm_backward_fused_kernel<T, 1, 1>;
+  switch (plan.vecs_per_thread) {
+    case 1: return &layernorm_backward_fused_kernel<T, kVec, 1>;
+    case 2: return &layernorm_backward_fused_kernel<T, kVec, 2>;
+    case 4: return &layernorm_backward_fused_kernel<T, kVec, 4>;
+    case 8: if constexpr (kMaxAccumulated / kVec >= 8) return &layernorm_backward_fused_kernel<T, kVec, 8>;
+  }
+  return nullptr;  // plan_rows never asks for more than kMaxAccumulated / kVec vectors
+}
+
+// As many blocks as fit on the GPU at once (registers and shared memory permitting), so that
+// each block's partial row sums many rows; the count depends only on the GPU and the shape,
+// so the order of every sum does too.
+template <typename T>
+int64_t resident_blocks(const RowPlan& plan) {
   int device = 0;
   int sms = 1;
+  int per_sm = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int per_sm = 2048 / threads_per_block;
-  return sms * (per_sm > 1 ? per_sm : 1);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel_for<T>(plan),
+                                                plan.threads_per_row * plan.rows_per_block, 0);
+  return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
 }
 
 }  // namespace
 
 template <typename T>
 int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned) {
-  if (std::is_same_v<T, double> || rows == 0) return 0;  // float64 is for gradcheck, not for speed
-  const RowPlan plan = fused_plan<T>(cols, aligned);
-  if (!plan.fits()) return 0;
-  const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
-  const int64_t resident = resident_blocks(plan.threads_per_row * plan.rows_per_block);
-  return needed < resident ? needed : resident;
+  if constexpr (std::is_same_v<T, double>) {
+    return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
+  } else {
+    const RowPlan plan = fused_plan<T>(cols, aligned);
+    if (rows == 0 || !plan.fits() || fused_kernel_for<T>(plan) == nullptr) return 0;
+    const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    const int64_t resident = resident_blocks<T>(plan);
+    return needed < resident ? needed : resident;
+  }
 }
 
 template <typename T>
@@ -211,34 +235,17 @@ cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* ga
   const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
   if (blocks == 0) return cudaErrorInvalidValue;  // the caller asks layernorm_backward_fused_blocks first
   if constexpr (!std::is_same_v<T, double>) {
-    constexpr int kVec = kVectorBytes / sizeof(T);
-    constexpr int kMaxVecs = kMaxAccumulated / kVec;
     const RowPlan plan = fused_plan<T>(cols, aligned);
-    const dim3 block(plan.threads_per_row, plan.rows_per_block);
     acc_type_t<T>* partial_dgamma = partials;
     acc_type_t<T>* partial_dbeta = partials + blocks * cols;
-    const int icols = static_cast<int>(cols);
-    const int grid = static_cast<int>(blocks);
-#define LAUNCH_FUSED(VEC, VECS_PER_THREAD)                                                    \
-  layernorm_backward_fused_kernel<T, VEC, VECS_PER_THREAD><<<grid, block, 0, stream>>>(        \
-      dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta, rows, icols)
-    if (plan.vec == 1) {
-      LAUNCH_FUSED(1, 1);
-    } else if (plan.vecs_per_thread == 1) {
-      LAUNCH_FUSED(kVec, 1);
-    } else if (plan.vecs_per_thread == 2) {
-      LAUNCH_FUSED(kVec, 2);
-    } else if (plan.vecs_per_thread == 4) {
-      LAUNCH_FUSED(kVec, 4);
-    } else if constexpr (kMaxVecs > 4) {
-      LAUNCH_FUSED(kVec, kMaxVecs);
-    }
-#undef LAUNCH_FUSED
+    fused_kernel_for<T>(plan)<<<static_cast<int>(blocks), dim3(plan.threads_per_row, plan.rows_per_block), 0,
+                                stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta, rows,
+                                          static_cast<int>(cols));
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
     const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
     sum_partials_kernel<T><<<sum_blocks, dim3(kSumColumns, kSumLanes), 0, stream>>>(
-        partial_dgamma, partial_dbeta, dgamma, dbeta, blocks, icols);
+        partial_dgamma, partial_dbeta, dgamma, dbeta, blocks, static_cast<int>(cols));
   }
   return cudaGetLastError();
 }
