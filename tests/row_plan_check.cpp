@@ -1,0 +1,74 @@
+// Checks plan_rows (solutions/day05_layernorm_performance/layernorm_fast.h) for every row
+// length up to 70000 and every element size: a plan that fits covers each column exactly
+// once with the shapes the kernels assume. Prints "ok" or the first violation, and exits 1.
+#include <cstdio>
+#include <vector>
+
+#include "layernorm_fast.h"
+
+namespace {
+
+int failures = 0;
+
+void fail(const char* what, long long cols, int bytes, bool aligned, const RowPlan& p) {
+  if (failures++ < 10) {
+    std::printf("cols %lld, %d-byte elements, aligned %d: %s (vec %d, threads %d, rows/block %d, vecs/thread %d)\n",
+                cols, bytes, aligned, what, p.vec, p.threads_per_row, p.rows_per_block, p.vecs_per_thread);
+  }
+}
+
+bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// The kernels' mapping: thread t of a row owns vectors k * threads + t, k < vecs_per_thread,
+// and vector v holds columns v * vec ... v * vec + vec - 1.
+void check(long long cols, int bytes, bool aligned, int max_vecs, int max_threads) {
+  const RowPlan p = plan_rows(cols, bytes, aligned, max_vecs, max_threads);
+  const int vec = kVectorBytes / bytes;
+  const bool whole_vectors = aligned && cols % vec == 0;
+  const long long largest = static_cast<long long>(max_threads) * max_vecs * vec;
+  if (!p.fits()) {
+    if ((whole_vectors && cols <= largest) || (!whole_vectors && cols <= 32)) fail("does not fit but should", cols, bytes, aligned, p);
+    return;
+  }
+  if (p.vec != (whole_vectors ? vec : 1)) fail("wrong vector width", cols, bytes, aligned, p);
+  if (!whole_vectors && cols > 32) fail("unaligned row longer than 32 planned", cols, bytes, aligned, p);
+  if (!power_of_two(p.vecs_per_thread) || p.vecs_per_thread > max_vecs) fail("vecs/thread not a power of two <= max", cols, bytes, aligned, p);
+  if (p.threads_per_row <= 32) {
+    if (!power_of_two(p.threads_per_row)) fail("threads/row not a power of two", cols, bytes, aligned, p);
+    if (p.threads_per_row * p.rows_per_block != kPlanThreadsPerBlock) fail("block is not 256 threads", cols, bytes, aligned, p);
+  } else {
+    if (p.threads_per_row % 32 != 0 || p.threads_per_row > max_threads) fail("threads/row not a multiple of 32 <= max", cols, bytes, aligned, p);
+    if (p.rows_per_block != 1) fail("a block of more than 32 threads per row holds several rows", cols, bytes, aligned, p);
+  }
+  std::vector<int> seen(cols, 0);
+  for (int t = 0; t < p.threads_per_row; ++t) {
+    for (int k = 0; k < p.vecs_per_thread; ++k) {
+      const long long v = static_cast<long long>(k) * p.threads_per_row + t;
+      for (int e = 0; e < p.vec; ++e) {
+        const long long col = v * p.vec + e;
+        if (col < cols) ++seen[col];
+      }
+    }
+  }
+  for (long long col = 0; col < cols; ++col) {
+    if (seen[col] != 1) {
+      fail("a column is not covered exactly once", cols, bytes, aligned, p);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int main() {
+  for (int bytes : {2, 4, 8}) {
+    for (bool aligned : {true, false}) {
+      for (long long cols = 1; cols <= 70000; cols += (cols < 5000 ? 1 : 97)) {
+        check(cols, bytes, aligned, 8, 1024);                   // forward, version 4
+        check(cols, bytes, aligned, 32 / (16 / bytes), 512);  // fused backward
+      }
+    }
+  }
+  std::printf(failures ? "%d violations\n" : "ok\n", failures);
+  return failures ? 1 : 0;
+}
