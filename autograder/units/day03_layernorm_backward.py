@@ -14,12 +14,12 @@ A case's inputs name what it runs ("op"):
 Every op runs with torch.use_deterministic_algorithms(True), under which torch::empty hands
 out memory filled with NaN: a buffer that is read before it is written shows up as NaN.
 """
-import contextlib
 
 import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.harness import empty_is_nan
 
 UNIT = "day03_layernorm_backward"
 GRADIENTS = ("dx", "dgamma", "dbeta")
@@ -76,16 +76,6 @@ def on_device(case, inputs):
         inputs[name] = spoil(inputs[name])
     return inputs
 
-
-@contextlib.contextmanager
-def _empty_is_nan():
-    """torch::empty (from C++ too) fills new memory with NaN while deterministic mode is on."""
-    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 def _backward(ext, inputs):
@@ -148,7 +138,7 @@ RUNS = {"backward": _backward, "rerun": _rerun, "layer_norm": _layer_norm, "grad
 
 def call(ext, inputs):
     """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with _empty_is_nan():
+    with empty_is_nan():
         return RUNS[inputs["op"]](ext, inputs)
 
 

@@ -18,12 +18,12 @@ memory filled with NaN: an output element that is never written shows up as NaN.
 Each edge case is its own test, forward and backward, on the CPU and on the GPU; the CPU path
 runs the kernels' algorithms, so a machine without a GPU checks everything but the kernels.
 """
-import contextlib
 
 import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
+from course.harness import empty_is_nan
 
 UNIT = "day04_layernorm_edge_cases"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward",
@@ -121,16 +121,6 @@ def on_device(case, inputs):
     return inputs
 
 
-@contextlib.contextmanager
-def _empty_is_nan():
-    """at::empty (from C++ too) fills new memory with NaN while deterministic mode is on."""
-    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-
 
 def _as_list(normalized_shape):
     return [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
@@ -172,7 +162,7 @@ RUNS = {"forward": _forward, "backward": _backward, "no_affine": _no_affine, "ba
 
 def call(ext, inputs):
     """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with _empty_is_nan():
+    with empty_is_nan():
         return RUNS[inputs["op"]](ext, inputs)
 
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, POISON, ROTATED, Case
+from course.harness import empty_is_nan
 
 UNIT = "day05_layernorm_performance"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
@@ -82,16 +83,6 @@ def on_device(case, inputs):
     return inputs
 
 
-@contextlib.contextmanager
-def _empty_is_nan():
-    """at::empty (from C++ too) fills new memory with NaN while deterministic mode is on."""
-    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-
 
 def _autograd(ext, inputs):
     x, gamma, beta = (inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
@@ -110,7 +101,7 @@ RUNS = {
 
 def call(ext, inputs):
     """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with contextlib.nullcontext() if inputs.get("timed") else _empty_is_nan():
+    with contextlib.nullcontext() if inputs.get("timed") else empty_is_nan():
         return RUNS[inputs["op"]](ext, inputs)
 
 
