@@ -15,7 +15,7 @@ from autograder import grade as grading
 from autograder.grade import Grade, grade
 from course import bench
 from course.cases import Case, check_needs, make_input_sets
-from course.harness import execute
+from course.harness import empty_is_nan, execute
 from course.judge import perf_fraction
 from course.public import run_case
 from course.units import Unit
@@ -210,6 +210,27 @@ def test_execute_times_the_op_or_torchs_own(tmp_path):
     assert set(torchs) == {"timing"} and torchs["timing"]["reps"] >= 10
     assert ours["timing"]["median_ms"] > 0 and len(ours["outputs"]) == 1
     assert torch.allclose(ours["outputs"][0][0], torch.softmax(input_sets[0]["x"], 1))
+
+
+def test_timed_calls_run_without_nan_filling(tmp_path):
+    """Specs wrap their op in empty_is_nan; while a perf case is timed it must not fill new
+    memory (a write of every output torch's time would not have), elsewhere it must."""
+    spec, case = _spec_and_case(tmp_path)
+    seen = []
+
+    def row_softmax(x):
+        seen.append(torch.are_deterministic_algorithms_enabled())
+        return torch.softmax(x, 1)
+
+    def call(ext, inputs):
+        with empty_is_nan():
+            return ext.row_softmax(inputs["x"])
+
+    spec.call = call
+    execute(spec, types.SimpleNamespace(row_softmax=row_softmax), case, make_input_sets(spec, case, seed=1))
+    assert seen and not any(seen)
+    with empty_is_nan():
+        assert torch.are_deterministic_algorithms_enabled()
 
 
 def test_public_run_case_times_both_in_process(tmp_path):

@@ -98,6 +98,22 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
   }
 }
 
+template <typename T>
+using RegistersKernel = decltype(&layernorm_forward_registers_kernel<T, 1, 1>);
+
+// The instance of the kernel for the plan: every instance has the same parameters.
+template <typename T>
+RegistersKernel<T> registers_kernel_for(const RowPlan& plan) {
+  constexpr int kVec = kVectorBytes / sizeof(T);
+  if (plan.vec == 1) return &layernorm_forward_registers_kernel<T, 1, 1>;
+  switch (plan.vecs_per_thread) {
+    case 1: return &layernorm_forward_registers_kernel<T, kVec, 1>;
+    case 2: return &layernorm_forward_registers_kernel<T, kVec, 2>;
+    case 4: return &layernorm_forward_registers_kernel<T, kVec, 4>;
+    default: return &layernorm_forward_registers_kernel<T, kVec, kMaxVecs>;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -105,36 +121,21 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
                                                acc_type_t<T>* mean, acc_type_t<T>* rstd,
                                                int64_t rows, int64_t cols, double eps,
                                                cudaStream_t stream) {
-  const bool aligned = is_aligned(x) && is_aligned(gamma) && is_aligned(beta) && is_aligned(y);
-  const RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxThreadsPerRow);
-  if (std::is_same_v<T, double> || !plan.fits()) {  // float64 is for gradcheck, not for speed
+  if constexpr (std::is_same_v<T, double>) {  // float64 is for gradcheck, not for speed
     return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
-  }
-  if (rows == 0) return cudaSuccess;
-  const int64_t blocks_needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
-  const int blocks = static_cast<int>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
-  if constexpr (!std::is_same_v<T, double>) {
-    constexpr int kVec = kVectorBytes / sizeof(T);
-    const dim3 block(plan.threads_per_row, plan.rows_per_block);
-    const auto eps_acc = static_cast<acc_type_t<T>>(eps);
-    const int icols = static_cast<int>(cols);
-#define LAUNCH_REGISTERS(VEC, VECS_PER_THREAD)                                              \
-  layernorm_forward_registers_kernel<T, VEC, VECS_PER_THREAD><<<blocks, block, 0, stream>>>( \
-      x, gamma, beta, y, mean, rstd, rows, icols, eps_acc)
-    if (plan.vec == 1) {
-      LAUNCH_REGISTERS(1, 1);
-    } else if (plan.vecs_per_thread == 1) {
-      LAUNCH_REGISTERS(kVec, 1);
-    } else if (plan.vecs_per_thread == 2) {
-      LAUNCH_REGISTERS(kVec, 2);
-    } else if (plan.vecs_per_thread == 4) {
-      LAUNCH_REGISTERS(kVec, 4);
-    } else {
-      LAUNCH_REGISTERS(kVec, kMaxVecs);
+  } else {
+    const bool aligned = is_aligned(x) && is_aligned(gamma) && is_aligned(beta) && is_aligned(y);
+    const RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxThreadsPerRow);
+    if (!plan.fits()) {
+      return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
     }
-#undef LAUNCH_REGISTERS
+    if (rows == 0) return cudaSuccess;
+    const int64_t blocks_needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    const int blocks = static_cast<int>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
+    registers_kernel_for<T>(plan)<<<blocks, dim3(plan.threads_per_row, plan.rows_per_block), 0, stream>>>(
+        x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
+    return cudaGetLastError();
   }
-  return cudaGetLastError();
 }
 
 #define INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_REGISTERS(T)                                      \
