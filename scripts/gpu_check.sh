@@ -43,10 +43,10 @@ case "$stage" in
     # What needs no GPU (nvcc compile checks, generated files, tolerances judged on the CPU)
     # already runs in CI: leave it out here.
     cpu_only="--ignore=tests/test_tolerances.py --ignore=tests/test_generated.py --ignore=tests/test_regions.py --ignore=tests/test_row_plan.py"
-    python3 -m pytest -q -ra -p no:cacheprovider $workers $cpu_only --durations=15 \
+    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark $workers $cpu_only --durations=15 \
       -k "not ($timed) and not compiles_for_turing_and_hopper" "$@" \
       2>&1 | tee "$OUT/pytest.txt"
-    python3 -m pytest -q -ra -p no:cacheprovider -k "$timed" "$@" 2>&1 | tee "$OUT/pytest_timed.txt"
+    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark -k "$timed" "$@" 2>&1 | tee "$OUT/pytest_timed.txt"
     echo "================ suite summary ================"
     grep -hE "^(FAILED|ERROR)" "$OUT/pytest.txt" "$OUT/pytest_timed.txt" | head -40
     tail -qn1 "$OUT/pytest.txt" "$OUT/pytest_timed.txt"
