@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_check.sh suite [pytest args]   the test suite with its CUDA tests, notebooks and
 #                                              GPU-only mutants (PYTEST_WORKERS, default 6; the
-#                                              tests graded by timings run alone at the end)
+#                                              tests graded by timings run alone, first;
+#                                              SELECT="a -k expression" to limit)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
 #   scripts/gpu_check.sh bench                 rebuild-loop timing, the day05 benchmark table
@@ -36,17 +37,19 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 case "$stage" in
   suite)
     python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
-    # Tests whose grade depends on timings run alone, after the rest: parallel workers
-    # sharing the GPU would skew the ratio to torch.
+    # Tests whose grade depends on timings run alone, first: parallel workers sharing the GPU
+    # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
     timed='(test_reference_gets_full_marks and day05) or naive_block_per_row'
+    select="${SELECT:-test}"
+    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
+      2>&1 | tee "$OUT/pytest_timed.txt"
     workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")
     # What needs no GPU (nvcc compile checks, generated files, tolerances judged on the CPU)
     # already runs in CI: leave it out here.
     cpu_only="--ignore=tests/test_tolerances.py --ignore=tests/test_generated.py --ignore=tests/test_regions.py --ignore=tests/test_row_plan.py"
     python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark $workers $cpu_only --durations=15 \
-      -k "not ($timed) and not compiles_for_turing_and_hopper" "$@" \
+      -k "($select) and not ($timed) and not compiles_for_turing_and_hopper" "$@" \
       2>&1 | tee "$OUT/pytest.txt"
-    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark -k "$timed" "$@" 2>&1 | tee "$OUT/pytest_timed.txt"
     echo "================ suite summary ================"
     grep -hE "^(FAILED|ERROR)" "$OUT/pytest.txt" "$OUT/pytest_timed.txt" | head -40
     tail -qn1 "$OUT/pytest.txt" "$OUT/pytest_timed.txt"

@@ -8,11 +8,16 @@
 // passes from them: x is read once and y written once, the least LayerNorm can move.
 //
 // A row is split by plan_rows (layernorm_fast.h): up to 32 threads per row with several rows
-// per block for short rows (sums by shuffles), a block per row of up to 1024 threads for long
+// per block for short rows (sums by shuffles), a block per row of up to 512 threads for long
 // ones (sums through shared memory). Each thread holds at most kMaxVecs vectors, 128 bytes:
 // 32 registers whatever the dtype, because the vectors stay in T and are widened to acc_t only
-// when used. Rows too long for that (fp32 D > 32768), or not whole aligned vectors (unless
-// D <= 32), take version 3.
+// when used. Rows too long for that (D > 16384 in fp32, 32768 in 16 bits), or not whole
+// aligned vectors (unless D <= 32), take version 3.
+//
+// Why 512 and not 1024 threads: __launch_bounds__(1024) caps a thread at 64 registers, and
+// the bf16 instance holding 8 vectors then spills (nvcc -Xptxas -v: 344 bytes of spill loads),
+// which made bf16 rows of 4096 and more run at half the bandwidth of fp16 ones. At 512 a
+// thread may use 128.
 //
 //   mean = Σx / D, var = Σ(x − mean)² / D over the registers, y = (x − mean)·rstd·γ + β
 #include <type_traits>
@@ -22,7 +27,7 @@
 namespace {
 
 constexpr int kMaxVecs = 8;             // vectors per thread: 128 bytes of the row
-constexpr int kMaxThreadsPerRow = 1024;
+constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kMaxBlocks = 65535;
 
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
