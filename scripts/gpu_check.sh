@@ -39,15 +39,16 @@ case "$stage" in
     python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
     # Tests whose grade depends on timings run alone, first: parallel workers sharing the GPU
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
+    # -v names each test as it ends: a run stopped at its time limit still says what passed.
     timed='(test_reference_gets_full_marks and day05) or naive_block_per_row'
     select="${SELECT:-test}"
-    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
+    python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
       2>&1 | tee "$OUT/pytest_timed.txt"
     workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")
     # What needs no GPU (nvcc compile checks, generated files, tolerances judged on the CPU)
     # already runs in CI: leave it out here.
     cpu_only="--ignore=tests/test_tolerances.py --ignore=tests/test_generated.py --ignore=tests/test_regions.py --ignore=tests/test_row_plan.py"
-    python3 -m pytest -q -ra -p no:cacheprovider -p no:benchmark $workers $cpu_only --durations=15 \
+    python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark $workers $cpu_only --durations=15 \
       -k "($select) and not ($timed) and not compiles_for_turing_and_hopper" "$@" \
       2>&1 | tee "$OUT/pytest.txt"
     echo "================ suite summary ================"
