@@ -21,7 +21,7 @@ import torch
 from autograder.submission import materialize
 from course.build import BuildError, _kill_group, compile_in_subprocess, first_errors, split_sources
 from course.cases import Case, check_needs, make_input_sets
-from course.judge import Verdict, judge
+from course.judge import Verdict, judge, needs_not_met
 from course.units import Unit
 
 BUILD_TIMEOUT = 600
@@ -270,8 +270,7 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
         for index, case in cases:
             unmet = _unmet_needs(case, index_of, verdicts)
             if unmet:
-                verdicts[index] = Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: "
-                                                 f"{', '.join(unmet)} must pass first")
+                verdicts[index] = needs_not_met(case, unmet)
             else:
                 ready.append((index, case))
         if not ready:

@@ -7,16 +7,14 @@ large device-to-device copy measured in the same run. The plot needs matplotlib.
 """
 import os
 import sys
-import tempfile
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course import units  # noqa: E402
+from bench.reference_build import build_reference  # noqa: E402
 from course.bench import compare, copy_ceiling_gbs, format_table, plot_gbs  # noqa: E402
-from course.build import build_extension  # noqa: E402
 
 SHAPES = [(4096, 768), (4096, 1024), (16384, 4096), (65536, 7), (2048, 12288)]
 EPS = 1e-5
@@ -30,10 +28,7 @@ def _check(outputs, args) -> str:
 
 
 def main() -> None:
-    unit = units.load("day02_layernorm_forward")
-    folder = tempfile.mkdtemp(prefix="bench_")
-    unit.write("solution", folder)
-    ext, _ = build_extension(unit.name, [os.path.join(folder, f) for f in unit.built], os.path.join(folder, "b"))
+    ext, _ = build_reference("day02_layernorm_forward")
     ceiling = copy_ceiling_gbs()
     rows = []
     for rows_count, cols in SHAPES:

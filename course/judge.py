@@ -21,9 +21,10 @@ class Verdict:
     fraction: float | None = None  # of the case's points; None: all if passed, else none
     measurements: dict = field(default_factory=dict)  # a perf case's timings, for the report
 
-    @property
-    def score_fraction(self) -> float:
-        return float(self.passed) if self.fraction is None else self.fraction
+
+def needs_not_met(case: Case, unmet: list[str]) -> Verdict:
+    """The verdict of a case skipped because cases it needs did not pass."""
+    return Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: {', '.join(unmet)} must pass first")
 
 
 def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:

@@ -8,7 +8,7 @@ import torch
 
 from course.cases import make_input_sets
 from course.harness import execute
-from course.judge import Verdict, judge
+from course.judge import Verdict, judge, needs_not_met
 
 
 def _failure(error: Exception) -> Verdict:
@@ -46,8 +46,7 @@ def run_public_tests(spec, ext, seed: int | None = None, devices: tuple[str, ...
             print(f"  SKIP  {case.name}: no {case.device} device here")
             continue
         unmet = [name for name in case.needs if name not in passed_names]
-        verdict = Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: {', '.join(unmet)} "
-                                 "must pass first") if unmet else run_case(spec, ext, case, seed)
+        verdict = needs_not_met(case, unmet) if unmet else run_case(spec, ext, case, seed)
         total += 1
         passed += verdict.passed
         if verdict.passed:

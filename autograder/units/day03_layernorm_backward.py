@@ -77,7 +77,6 @@ def on_device(case, inputs):
     return inputs
 
 
-
 def _backward(ext, inputs):
     return ext._ext.backward(inputs["dy"], inputs["x"], inputs["gamma"], inputs["mean"], inputs["rstd"])
 

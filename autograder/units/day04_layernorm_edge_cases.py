@@ -121,7 +121,6 @@ def on_device(case, inputs):
     return inputs
 
 
-
 def _as_list(normalized_shape):
     return [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
 

@@ -79,7 +79,6 @@ def on_device(case, inputs):
     return inputs
 
 
-
 def _autograd(ext, inputs):
     x, gamma, beta = (inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
     y = ext.layer_norm(x, x.shape[-1], gamma, beta, inputs["eps"], kernel=inputs["kernel"])
