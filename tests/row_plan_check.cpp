@@ -21,8 +21,8 @@ bool power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // The kernels' mapping: thread t of a row owns vectors k * threads + t, k < vecs_per_thread,
 // and vector v holds columns v * vec ... v * vec + vec - 1.
-void check(long long cols, int bytes, bool aligned, int max_vecs, int max_threads) {
-  const RowPlan p = plan_rows(cols, bytes, aligned, max_vecs, max_threads);
+void check(long long cols, int bytes, bool aligned, int min_vecs, int max_vecs, int max_threads) {
+  const RowPlan p = plan_rows(cols, bytes, aligned, min_vecs, max_vecs, max_threads);
   const int vec = kVectorBytes / bytes;
   const bool whole_vectors = aligned && cols % vec == 0;
   const long long largest = static_cast<long long>(max_threads) * max_vecs * vec;
@@ -32,13 +32,18 @@ void check(long long cols, int bytes, bool aligned, int max_vecs, int max_thread
   }
   if (p.vec != (whole_vectors ? vec : 1)) fail("wrong vector width", cols, bytes, aligned, p);
   if (!whole_vectors && cols > 32) fail("unaligned row longer than 32 planned", cols, bytes, aligned, p);
-  if (!power_of_two(p.vecs_per_thread) || p.vecs_per_thread > max_vecs) fail("vecs/thread not a power of two <= max", cols, bytes, aligned, p);
+  if (p.vecs_per_thread < 1 || p.vecs_per_thread > max_vecs) fail("vecs/thread not in 1 .. max", cols, bytes, aligned, p);
   if (p.threads_per_row <= 32) {
     if (!power_of_two(p.threads_per_row)) fail("threads/row not a power of two", cols, bytes, aligned, p);
+    if (!power_of_two(p.vecs_per_thread) || p.vecs_per_thread > min_vecs) fail("short row: vecs/thread not a power of two <= min", cols, bytes, aligned, p);
     if (p.threads_per_row * p.rows_per_block != kPlanThreadsPerBlock) fail("block is not 256 threads", cols, bytes, aligned, p);
   } else {
     if (p.threads_per_row % 32 != 0 || p.threads_per_row > max_threads) fail("threads/row not a multiple of 32 <= max", cols, bytes, aligned, p);
     if (p.rows_per_block != 1) fail("a block of more than 32 threads per row holds several rows", cols, bytes, aligned, p);
+    if (p.vecs_per_thread < min_vecs) fail("long row: fewer than min vecs/thread", cols, bytes, aligned, p);
+    const long long vecs = cols / p.vec;
+    if (p.vecs_per_thread > min_vecs && static_cast<long long>(p.vecs_per_thread - 1) * max_threads >= vecs)
+      fail("long row: more vecs/thread than max_threads needs", cols, bytes, aligned, p);
   }
   std::vector<int> seen(cols, 0);
   for (int t = 0; t < p.threads_per_row; ++t) {
@@ -64,8 +69,8 @@ int main() {
   for (int bytes : {2, 4, 8}) {
     for (bool aligned : {true, false}) {
       for (long long cols = 1; cols <= 70000; cols += (cols < 5000 ? 1 : 97)) {
-        check(cols, bytes, aligned, 8, 512);                    // forward, version 4
-        check(cols, bytes, aligned, 32 / (16 / bytes), 512);  // fused backward
+        check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
+        check(cols, bytes, aligned, 16 / (16 / bytes), 24 / (16 / bytes), 512);  // fused backward
       }
     }
   }

@@ -8,25 +8,29 @@
 // Here a block walks a strip of rows: for each row it computes dx, and each thread adds dy·x̂
 // and dy for the columns it owns into registers, across all the rows it visits. At the end
 // the block's partial sums go to one row of a small partial buffer, and a second, small
-// kernel adds the blocks' rows up per column. x and dy are read from memory once (the second
-// read of the row, for dx, comes from cache), and nothing is summed with atomics: the order of
-// every sum is fixed by the grid, so results repeat bit for bit on the same GPU.
+// kernel adds the blocks' rows up per column. x and dy are read from memory once, and nothing
+// is summed with atomics: the order of every sum is fixed by the grid, so results repeat bit
+// for bit on the same GPU.
 //
-// Rows are split among threads as in the forward's version 4 (plan_rows), with at most 32
-// accumulated columns per thread: 2 x 32 registers of partial sums.
+// Rows are split among threads as in the forward's version 4 (plan_rows). A thread holds its
+// vectors of x and dy (for the second pass) and the running dγ, dβ of its columns (for every
+// row it visits): 16 to 24 columns, more only where a row would need over 512 threads. The
+// sums cost two fp32 registers a column whatever the dtype, so fewer columns per thread means
+// more threads on each SM, and more loads in flight.
 #include <type_traits>
 
 #include "row_math.cuh"
 
 namespace {
 
-constexpr int kMaxAccumulated = 32;    // columns whose dγ, dβ a thread keeps in registers
+constexpr int kMinAccumulated = 16;    // columns whose dγ, dβ a thread keeps in registers ...
+constexpr int kMaxAccumulated = 24;    // ... at most: 24 fp32 columns use about 120 registers
 constexpr int kMaxThreadsPerRow = 512;
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 8;           // ... with 8 threads per column
 
 template <typename T, int kVec, int kVecsPerThread>
-__global__ void __launch_bounds__(kMaxThreadsPerRow)
+__global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
 layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                 const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
                                 const acc_type_t<T>* __restrict__ rstd, T* __restrict__ dx,
@@ -50,19 +54,30 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     const acc_t row_mean = active ? mean[row] : acc_t(0);
     const acc_t row_rstd = active ? rstd[row] : acc_t(0);
 
+    // Every load of the row is issued before any sum needs one, and x and dy stay in
+    // registers for the second pass: memory sees each element once, and many loads wait at once.
+    Vec x_held[kVecsPerThread];
+    Vec dy_held[kVecsPerThread];
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        x_held[k] = x_row[v];
+        dy_held[k] = dy_row[v];
+      }
+    }
+
     acc_t sum_g = 0;
     acc_t sum_g_xhat = 0;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
-        const Vec xv = x_row[v];
-        const Vec dyv = dy_row[v];
         const Vec gv = gamma_vecs[v];
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(xv.val[e]) - row_mean) * row_rstd;
-          const acc_t d = to_acc(dyv.val[e]);
+          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
+          const acc_t d = to_acc(dy_held[k].val[e]);
           const acc_t g = d * to_acc(gv.val[e]);
           sum_g += g;
           sum_g_xhat += g * xhat;
@@ -79,14 +94,12 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
-        const Vec xv = x_row[v];  // read a moment ago: from L1 or L2, not from memory
-        const Vec dyv = dy_row[v];
-        const Vec gv = gamma_vecs[v];
+        const Vec gv = gamma_vecs[v];  // the same for every row: from L1
         Vec out;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(xv.val[e]) - row_mean) * row_rstd;
-          const acc_t g = to_acc(dyv.val[e]) * to_acc(gv.val[e]);
+          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
+          const acc_t g = to_acc(dy_held[k].val[e]) * to_acc(gv.val[e]);
           out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
         }
         dx_row[v] = out;
@@ -176,24 +189,28 @@ __global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dg
 template <typename T>
 RowPlan fused_plan(int64_t cols, bool aligned) {
   constexpr int kVec = kVectorBytes / sizeof(T);
-  return plan_rows(cols, sizeof(T), aligned, kMaxAccumulated / kVec, kMaxThreadsPerRow);
+  return plan_rows(cols, sizeof(T), aligned, kMinAccumulated / kVec, kMaxAccumulated / kVec, kMaxThreadsPerRow);
 }
 
 template <typename T>
 using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
 
-// The instance of the kernel for the plan: every instance has the same parameters.
+// The instance with kVecs vectors per thread or, failing that, with more, up to the most a
+// thread may accumulate: every instance has the same parameters.
+template <typename T, int kVec, int kVecs>
+FusedKernel<T> fused_instance(int vecs_per_thread) {
+  if constexpr (kVecs * kVec > kMaxAccumulated) {
+    return nullptr;  // plan_rows never asks for more than kMaxAccumulated / kVec vectors
+  } else {
+    if (vecs_per_thread == kVecs) return &layernorm_backward_fused_kernel<T, kVec, kVecs>;
+    return fused_instance<T, kVec, kVecs + 1>(vecs_per_thread);
+  }
+}
+
 template <typename T>
 FusedKernel<T> fused_kernel_for(const RowPlan& plan) {
-  constexpr int kVec = kVectorBytes / sizeof(T);
   if (plan.vec == 1) return &layernorm_backward_fused_kernel<T, 1, 1>;
-  switch (plan.vecs_per_thread) {
-    case 1: return &layernorm_backward_fused_kernel<T, kVec, 1>;
-    case 2: return &layernorm_backward_fused_kernel<T, kVec, 2>;
-    case 4: return &layernorm_backward_fused_kernel<T, kVec, 4>;
-    case 8: if constexpr (kMaxAccumulated / kVec >= 8) return &layernorm_backward_fused_kernel<T, kVec, 8>;
-  }
-  return nullptr;  // plan_rows never asks for more than kMaxAccumulated / kVec vectors
+  return fused_instance<T, kVectorBytes / sizeof(T), 1>(plan.vecs_per_thread);
 }
 
 // As many blocks as fit on the GPU at once (registers and shared memory permitting), so that

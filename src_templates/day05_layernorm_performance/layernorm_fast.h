@@ -35,25 +35,30 @@ struct RowPlan {
 
 constexpr int kPlanThreadsPerBlock = 256;  // for rows of a warp or less: 256 / threads_per_row rows
 
-// Up to 32 threads per row: the smallest power of two of threads, then of vectors per thread,
-// that covers the row (their sums are shuffles inside the warp). Longer rows: max_vecs vectors
-// per thread and as many threads as that takes, a multiple of 32 up to max_threads. Rows that
-// are not whole 16-byte vectors at 16-byte addresses fit only up to 32 elements, one per thread.
-inline RowPlan plan_rows(int64_t cols, int element_bytes, bool aligned, int max_vecs, int max_threads) {
+// Up to 32 threads per row (rows of at most 32 * min_vecs vectors): the smallest power of two
+// of threads, then of vectors per thread, that covers the row (their sums are shuffles inside
+// the warp). Longer rows: min_vecs vectors per thread, or more where the row would otherwise
+// need more than max_threads threads, up to max_vecs; as many threads as that takes, a
+// multiple of 32. Rows that are not whole 16-byte vectors at 16-byte addresses fit only up to
+// 32 elements, one per thread. min_vecs is a power of two.
+inline RowPlan plan_rows(int64_t cols, int element_bytes, bool aligned, int min_vecs, int max_vecs,
+                         int max_threads) {
   const int vec = kVectorBytes / element_bytes;
   RowPlan plan;
   if (aligned && cols % vec == 0) {
     const int64_t vecs = cols / vec;
-    if (vecs <= 32 * max_vecs) {
+    if (vecs <= 32 * min_vecs) {
       int threads = 1;
       while (threads < 32 && threads < vecs) threads *= 2;
       int per_thread = 1;
       while (static_cast<int64_t>(threads) * per_thread < vecs) per_thread *= 2;
       return {vec, threads, kPlanThreadsPerBlock / threads, per_thread};
     }
-    const int64_t threads = ((vecs + max_vecs - 1) / max_vecs + 31) / 32 * 32;
-    if (threads <= max_threads) return {vec, static_cast<int>(threads), 1, max_vecs};
-    return plan;
+    const int64_t least = (vecs + max_threads - 1) / max_threads;  // vectors per thread at max_threads
+    const int64_t per_thread = least > min_vecs ? least : min_vecs;
+    if (per_thread > max_vecs) return plan;
+    const int64_t threads = ((vecs + per_thread - 1) / per_thread + 31) / 32 * 32;
+    return {vec, static_cast<int>(threads), 1, static_cast<int>(per_thread)};
   }
   if (cols <= 32) {
     int threads = 1;
@@ -82,7 +87,7 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
 
 // The fused backward writes one row of partial dγ and one of dβ per block. This says how many
 // blocks it launches for the shape on the current GPU, or 0 when it cannot take it (no rows,
-// float64, or a row that plan_rows cannot fit: longer than 16384, or more than 32 elements
+// float64, or a row that plan_rows cannot fit: longer than 12288, or more than 32 elements
 // that are not whole aligned vectors): then use version 1.
 template <typename T>
 int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned);

@@ -130,7 +130,7 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
     return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
   } else {
     const bool aligned = is_aligned(x) && is_aligned(gamma) && is_aligned(beta) && is_aligned(y);
-    const RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxThreadsPerRow);
+    const RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxVecs, kMaxThreadsPerRow);
     if (!plan.fits()) {
       return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
     }
