@@ -36,6 +36,12 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 
 case "$stage" in
   suite)
+    for arg in "$@"; do
+      if [ "$arg" = "-k" ] || [[ "$arg" == -k?* ]]; then
+        echo "suite: pass SELECT=\"...\" instead of -k: a -k of its own would replace the stage's own selection" >&2
+        exit 2
+      fi
+    done
     python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
     # Tests whose grade depends on timings run alone, first: parallel workers sharing the GPU
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
