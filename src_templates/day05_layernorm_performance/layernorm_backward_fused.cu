@@ -197,7 +197,7 @@ RowPlan fused_plan(int64_t cols, bool aligned) {
 template <typename T>
 using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
 
-// The instance with kVecs vectors per thread or, failing that, with more, up to the most a
+// The instance for vecs_per_thread, looked for among kVecs, kVecs + 1, ... up to the most a
 // thread may accumulate: every instance has the same parameters.
 template <typename T, int kVec, int kVecs>
 FusedKernel<T> fused_instance(int vecs_per_thread) {
