@@ -235,7 +235,12 @@ def test_timed_calls_run_without_nan_filling(tmp_path):
 
 def test_public_run_case_times_both_in_process(tmp_path):
     spec, case = _spec_and_case(tmp_path)
-    fast = run_case(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case, seed=1)
+    # A right answer far faster than torch's op (looked up, not computed), so that a burst of
+    # load on a shared CI core cannot push the ratio under full_at: torch.softmax against
+    # itself once measured 0.05x there.
+    answers = {tuple(s["x"][0, :4].tolist()): torch.softmax(s["x"], 1) for s in make_input_sets(spec, case, seed=1)}
+    looked_up = types.SimpleNamespace(row_softmax=lambda x: answers[tuple(x[0, :4].tolist())])
+    fast = run_case(spec, looked_up, case, seed=1)
     assert fast.passed and fast.fraction == 1.0 and "-> 5/5 points" in fast.message
     wrong = run_case(spec, types.SimpleNamespace(row_softmax=torch.exp), case, seed=1)
     assert not wrong.passed and wrong.fraction == 0.0 and "was wrong" in wrong.message
