@@ -293,7 +293,10 @@ CASES += [
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d1000", (300, 1000), torch.float32),
                                  ("fp16_d768", (256, 768), torch.float16), ("bf16_d4096", (64, 4096), torch.bfloat16),
                                  ("fp32_d12288", (16, 12288), torch.float32), ("fp32_d20000", (4, 20000), torch.float32),
-                                 ("many_rows", (70000, 64), torch.float32), ("fp64_d320", (16, 320), torch.float64))],
+                                 ("many_rows", (70000, 64), torch.float32), ("fp64_d320", (16, 320), torch.float64),
+                                 # rows that leave the last block's step part empty
+                                 ("bf16_d1024_odd_rows", (1001, 1024), torch.bfloat16),
+                                 ("fp16_d8192_odd_rows", (333, 8192), torch.float16))],
     _backward("fused", "misaligned", (64, 768), misaligned=True),
     _backward("fused", "misaligned_d7", (100, 7), misaligned=True),
     # more rows than blocks resident on the GPU: blocks of one row each sum several rows

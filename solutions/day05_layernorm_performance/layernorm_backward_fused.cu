@@ -12,11 +12,14 @@
 // is summed with atomics: the order of every sum is fixed by the grid, so results repeat bit
 // for bit on the same GPU.
 //
-// Rows are split among threads as in the forward's version 4 (plan_rows). A thread holds its
-// vectors of x and dy (for the second pass) and the running dγ, dβ of its columns (for every
-// row it visits): 16 to 24 columns, more only where a row would need over 512 threads. The
-// sums cost two fp32 registers a column whatever the dtype, so fewer columns per thread means
-// more threads on each SM, and more loads in flight.
+// Rows are split among threads as in the forward's version 4 (plan_rows), and a block holds
+// as many rows as fit in 256 threads: their sums meet in shared memory before the block's row
+// of partials is written. Fewer, fuller blocks mean fewer partial rows to write and add up. A thread holds its vectors of x and dy (for
+// the second pass) and the running dγ, dβ of its columns (for every row it visits): 16 to 24
+// columns, more only where a row would need over 512 threads. The sums cost two fp32
+// registers a column whatever the dtype, so fewer columns per thread means more threads on
+// each SM, and more loads in flight. 16-bit x and dy take half the registers of fp32's, so
+// there a thread takes two rows at a time: as many bytes in flight as fp32, for the same sums.
 #include <type_traits>
 
 #include "row_math.cuh"
@@ -27,11 +30,57 @@ constexpr int kMinAccumulated = 16;    // columns whose dγ, dβ a thread keeps 
 constexpr int kMaxAccumulated = 24;    // ... at most: 24 fp32 columns use about 120 registers
 constexpr int kMaxThreadsPerRow = 512;
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
-constexpr int kSumLanes = 8;           // ... with 8 threads per column
+constexpr int kSumLanes = 32;          // ... with 32 threads per column
+
+// Rows a thread takes at a time: two for 16-bit types, unless a thread owns more than 16
+// columns (the second row's x and dy would not fit in registers beside the sums).
+template <typename T>
+constexpr int rows_at_once(int vecs_per_thread, int vec) {
+  return sizeof(T) == 2 && vecs_per_thread * vec <= kMinAccumulated ? 2 : 1;
+}
+
+// Sums of a[r] and b[r] over the threads of each row (threadIdx.x), for the kRows rows a
+// thread holds; every thread of the row receives them. Up to a warp per row: xor-shuffles
+// inside the row's lanes. Longer rows: the warps' sums meet in shared memory, one pair of
+// barriers for all 2·kRows sums, and each thread adds its row's warps in the same order.
+template <int kRows, typename acc_t>
+__device__ __forceinline__ void row_reduce_sums(acc_t (&a)[kRows], acc_t (&b)[kRows]) {
+  const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      a[r] += __shfl_xor_sync(0xffffffffu, a[r], offset);
+      b[r] += __shfl_xor_sync(0xffffffffu, b[r], offset);
+    }
+  }
+  if (blockDim.x <= kWarpSize) return;
+  __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2 * kRows];
+  const int warps_per_row = blockDim.x / kWarpSize;  // a multiple of 32 threads: plan_rows
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / kWarpSize;
+  __syncthreads();  // the previous rows' sums may still be being read
+  if (threadIdx.x % kWarpSize == 0) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      warp_sums[warp][r] = a[r];
+      warp_sums[warp][kRows + r] = b[r];
+    }
+  }
+  __syncthreads();
+  const int first_warp = threadIdx.y * warps_per_row;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    a[r] = 0;
+    b[r] = 0;
+    for (int w = 0; w < warps_per_row; ++w) {
+      a[r] += warp_sums[first_warp + w][r];
+      b[r] += warp_sums[first_warp + w][kRows + r];
+    }
+  }
+}
 
 // The ", 1" (one block per SM is enough) lets a thread use up to 128 registers: without it,
 // ptxas for sm_75 aimed at two 512-thread blocks per SM, 64 registers, and spilled.
-template <typename T, int kVec, int kVecsPerThread>
+template <typename T, int kVec, int kVecsPerThread, int kRows = rows_at_once<T>(kVecsPerThread, kVec)>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
 layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                 const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
@@ -45,66 +94,81 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
   acc_t dgamma[kVecsPerThread][kVec] = {};
   acc_t dbeta[kVecsPerThread][kVec] = {};
 
-  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
-       first_row += row_step) {
-    const int64_t row = first_row + threadIdx.y;
-    const bool active = row < rows;  // an idle thread stays for the sums, adding zeros
-    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
-    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
-    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
-    const acc_t row_mean = active ? mean[row] : acc_t(0);
-    const acc_t row_rstd = active ? rstd[row] : acc_t(0);
-
-    // Every load of the row is issued before any sum needs one, and x and dy stay in
+  // The block takes blockDim.y · kRows rows at a time; thread row y holds rows y, y + blockDim.y, ...
+  const int64_t rows_per_step = static_cast<int64_t>(blockDim.y) * kRows;
+  for (int64_t first_row = blockIdx.x * rows_per_step; first_row < rows;
+       first_row += gridDim.x * rows_per_step) {
+    // Every load of the rows is issued before any sum needs one, and x and dy stay in
     // registers for the second pass: memory sees each element once, and many loads wait at once.
-    Vec x_held[kVecsPerThread];
-    Vec dy_held[kVecsPerThread];
+    Vec x_held[kRows][kVecsPerThread];
+    Vec dy_held[kRows][kVecsPerThread];
+    int64_t row[kRows];
+    bool active[kRows];  // an idle thread stays for the sums, adding zeros
+    acc_t row_mean[kRows];
+    acc_t row_rstd[kRows];
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-        x_held[k] = x_row[v];
-        dy_held[k] = dy_row[v];
-      }
-    }
-
-    acc_t sum_g = 0;
-    acc_t sum_g_xhat = 0;
+    for (int r = 0; r < kRows; ++r) {
+      row[r] = first_row + r * blockDim.y + threadIdx.y;
+      active[r] = row[r] < rows;
+      row_mean[r] = active[r] ? mean[row[r]] : acc_t(0);
+      row_rstd[r] = active[r] ? rstd[row[r]] : acc_t(0);
+      const Vec* x_row = reinterpret_cast<const Vec*>(x + row[r] * cols);
+      const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row[r] * cols);
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-        const Vec gv = gamma_vecs[v];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
-          const acc_t d = to_acc(dy_held[k].val[e]);
-          const acc_t g = d * to_acc(gv.val[e]);
-          sum_g += g;
-          sum_g_xhat += g * xhat;
-          dgamma[k][e] += d * xhat;
-          dbeta[k][e] += d;
+      for (int k = 0; k < kVecsPerThread; ++k) {
+        const int v = k * blockDim.x + threadIdx.x;
+        if (active[r] && v < vecs) {
+          x_held[r][k] = x_row[v];
+          dy_held[r][k] = dy_row[v];
         }
       }
     }
-    row_reduce_sum2(sum_g, sum_g_xhat);
-    const acc_t mean_g = sum_g / cols;
-    const acc_t mean_g_xhat = sum_g_xhat / cols;
+
+    acc_t sum_g[kRows];
+    acc_t sum_g_xhat[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      sum_g[r] = 0;
+      sum_g_xhat[r] = 0;
+#pragma unroll
+      for (int k = 0; k < kVecsPerThread; ++k) {
+        const int v = k * blockDim.x + threadIdx.x;
+        if (active[r] && v < vecs) {
+          const Vec gv = gamma_vecs[v];  // the same for every row: from L1
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            const acc_t xhat = (to_acc(x_held[r][k].val[e]) - row_mean[r]) * row_rstd[r];
+            const acc_t d = to_acc(dy_held[r][k].val[e]);
+            const acc_t g = d * to_acc(gv.val[e]);
+            sum_g[r] += g;
+            sum_g_xhat[r] += g * xhat;
+            dgamma[k][e] += d * xhat;
+            dbeta[k][e] += d;
+          }
+        }
+      }
+    }
+    row_reduce_sums(sum_g, sum_g_xhat);
 
 #pragma unroll
-    for (int k = 0; k < kVecsPerThread; ++k) {
-      const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-        const Vec gv = gamma_vecs[v];  // the same for every row: from L1
-        Vec out;
+    for (int r = 0; r < kRows; ++r) {
+      const acc_t mean_g = sum_g[r] / cols;
+      const acc_t mean_g_xhat = sum_g_xhat[r] / cols;
+      Vec* dx_row = reinterpret_cast<Vec*>(dx + row[r] * cols);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
-          const acc_t g = to_acc(dy_held[k].val[e]) * to_acc(gv.val[e]);
-          out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
+      for (int k = 0; k < kVecsPerThread; ++k) {
+        const int v = k * blockDim.x + threadIdx.x;
+        if (active[r] && v < vecs) {
+          const Vec gv = gamma_vecs[v];
+          Vec out;
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            const acc_t xhat = (to_acc(x_held[r][k].val[e]) - row_mean[r]) * row_rstd[r];
+            const acc_t g = to_acc(dy_held[r][k].val[e]) * to_acc(gv.val[e]);
+            out.val[e] = from_acc<T>(row_rstd[r] * (g - mean_g - xhat * mean_g_xhat));
+          }
+          dx_row[v] = out;
         }
-        dx_row[v] = out;
       }
     }
   }
@@ -124,7 +188,7 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     }
     return;
   }
-  // Several rows per block (kPlanThreadsPerBlock threads): the groups of threadIdx.y hold sums
+  // Several rows per block (up to kPlanThreadsPerBlock threads): the groups of threadIdx.y hold sums
   // for the same columns. Add them in shared memory, one vector slot k at a time (columns
   // k·threads_per_row·kVec onwards), in the order of threadIdx.y, and write the block's row.
   __shared__ acc_t shared_dgamma[kPlanThreadsPerBlock * kVec];
@@ -191,7 +255,12 @@ __global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dg
 template <typename T>
 RowPlan fused_plan(int64_t cols, bool aligned) {
   constexpr int kVec = kVectorBytes / sizeof(T);
-  return plan_rows(cols, sizeof(T), aligned, kMinAccumulated / kVec, kMaxAccumulated / kVec, kMaxThreadsPerRow);
+  RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMinAccumulated / kVec, kMaxAccumulated / kVec,
+                           kMaxThreadsPerRow);
+  if (plan.fits() && plan.threads_per_row * plan.rows_per_block < kPlanThreadsPerBlock) {
+    plan.rows_per_block = kPlanThreadsPerBlock / plan.threads_per_row;  // at least 256 threads a block
+  }
+  return plan;
 }
 
 template <typename T>
@@ -239,7 +308,8 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
   } else {
     const RowPlan plan = fused_plan<T>(cols, aligned);
     if (rows == 0 || !plan.fits() || fused_kernel_for<T>(plan) == nullptr) return 0;
-    const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    const int64_t rows_per_step = plan.rows_per_block * rows_at_once<T>(plan.vecs_per_thread, plan.vec);
+    const int64_t needed = (rows + rows_per_step - 1) / rows_per_step;
     const int64_t resident = resident_blocks<T>(plan);
     return needed < resident ? needed : resident;
   }
