@@ -14,12 +14,13 @@
 //
 // Rows are split among threads as in the forward's version 4 (plan_rows), and a block holds
 // as many rows as fit in 256 threads: their sums meet in shared memory before the block's row
-// of partials is written. Fewer, fuller blocks mean fewer partial rows to write and add up. A thread holds its vectors of x and dy (for
-// the second pass) and the running dγ, dβ of its columns (for every row it visits): 16 to 24
-// columns, more only where a row would need over 512 threads. The sums cost two fp32
-// registers a column whatever the dtype, so fewer columns per thread means more threads on
-// each SM, and more loads in flight. 16-bit x and dy take half the registers of fp32's, so
-// there a thread takes two rows at a time: as many bytes in flight as fp32, for the same sums.
+// of partials is written. Fewer, fuller blocks mean fewer partial rows to write and add up.
+// A thread holds its vectors of x and dy (for the second pass) and the running dγ, dβ of its
+// columns (for every row it visits): 16 to 24 columns, more only where a row would need over
+// 512 threads. The sums cost two fp32 registers a column whatever the dtype, so fewer columns
+// per thread means more threads on each SM, and more loads in flight. 16-bit x and dy take
+// half the registers of fp32's, so there a thread takes two rows at a time: as many bytes in
+// flight as fp32, for the same sums.
 #include <type_traits>
 
 #include "row_math.cuh"
@@ -258,7 +259,7 @@ RowPlan fused_plan(int64_t cols, bool aligned) {
   RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMinAccumulated / kVec, kMaxAccumulated / kVec,
                            kMaxThreadsPerRow);
   if (plan.fits() && plan.threads_per_row * plan.rows_per_block < kPlanThreadsPerBlock) {
-    plan.rows_per_block = kPlanThreadsPerBlock / plan.threads_per_row;  // at least 256 threads a block
+    plan.rows_per_block = kPlanThreadsPerBlock / plan.threads_per_row;  // as many rows as fit in 256 threads
   }
   return plan;
 }
