@@ -6,82 +6,71 @@
 //
 // Version 1 (day04) reads x and dy in two kernels: once for dx, once more for dγ and dβ.
 // Here a block walks a strip of rows: for each row it computes dx, and each thread adds dy·x̂
-// and dy for the columns it owns into registers, across all the rows it visits. At the end
-// the block's partial sums go to one row of a small partial buffer, and a second, small
-// kernel adds the blocks' rows up per column. x and dy are read from memory once, and nothing
-// is summed with atomics: the order of every sum is fixed by the grid, so results repeat bit
-// for bit on the same GPU.
+// and dy for the columns it owns to running sums, across all the rows it visits. At the end
+// the block's sums go to one row of a small partial buffer, and a second, small kernel adds
+// the blocks' rows up per column. x and dy are read from memory once, and nothing is summed
+// with atomics: the order of every sum is fixed by the grid, so results repeat bit for bit on
+// the same GPU.
 //
-// Rows are split among threads as in the forward's version 4 (plan_rows), and a block holds
-// as many rows as fit in 256 threads: their sums meet in shared memory before the block's row
-// of partials is written. Fewer, fuller blocks mean fewer partial rows to write and add up.
-// A thread holds its vectors of x and dy (for the second pass) and the running dγ, dβ of its
-// columns (for every row it visits): 16 to 24 columns, more only where a row would need over
-// 512 threads. The sums cost two fp32 registers a column whatever the dtype, so fewer columns
-// per thread means more threads on each SM, and more loads in flight. 16-bit x and dy take
-// half the registers of fp32's, so there a thread takes two rows at a time: as many bytes in
-// flight as fp32, for the same sums.
+// Where each thing lives decides the speed. A thread holds its 16 columns of x and dy in
+// registers between the two passes over a row, so memory sees each element once. The running
+// sums live in shared memory, in slots of the thread's own (no other thread touches them, so
+// no barrier guards them): kept in registers they would cost two fp32 registers a column in
+// every dtype, and fewer threads would fit on an SM. At 64 registers a thread, 1024 threads
+// per SM keep their loads in flight. Rows are split as in the forward's version 4 (plan_rows);
+// a block holds as many rows as fit in 512 threads, and their sums meet at the end.
 #include <type_traits>
 
 #include "row_math.cuh"
 
 namespace {
 
-constexpr int kMinAccumulated = 16;    // columns whose dγ, dβ a thread keeps in registers ...
-constexpr int kMaxAccumulated = 24;    // ... at most: 24 fp32 columns use about 120 registers
-constexpr int kMaxThreadsPerRow = 512;
+constexpr int kColumnsPerThread = 16;  // x and dy of 16 columns: 32 registers in fp32
+constexpr int kMaxThreadsPerRow = 1024;
+constexpr int kBlockThreads = 512;     // short rows share a block of up to 512 threads
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 32;          // ... with 32 threads per column
 
-// Rows a thread takes at a time: two for 16-bit types, unless a thread owns more than 16
-// columns (the second row's x and dy would not fit in registers beside the sums).
-template <typename T>
-constexpr int rows_at_once(int vecs_per_thread, int vec) {
-  return sizeof(T) == 2 && vecs_per_thread * vec <= kMinAccumulated ? 2 : 1;
-}
-
-// Sums of a[r] and b[r] over the threads of each row (threadIdx.x), for the kRows rows a
-// thread holds; every thread of the row receives them. Up to a warp per row: xor-shuffles
-// inside the row's lanes. Longer rows: the warps' sums meet in shared memory, one pair of
-// barriers for all 2·kRows sums, and each thread adds its row's warps in the same order.
-template <int kRows, typename acc_t>
-__device__ __forceinline__ void row_reduce_sums(acc_t (&a)[kRows], acc_t (&b)[kRows]) {
+// Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
+// receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
+// warps' sums meet in shared memory, and each thread adds its row's warps in the same order.
+template <typename acc_t>
+__device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
   for (int offset = width / 2; offset > 0; offset /= 2) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      a[r] += __shfl_xor_sync(0xffffffffu, a[r], offset);
-      b[r] += __shfl_xor_sync(0xffffffffu, b[r], offset);
-    }
+    a += __shfl_xor_sync(0xffffffffu, a, offset);
+    b += __shfl_xor_sync(0xffffffffu, b, offset);
   }
   if (blockDim.x <= kWarpSize) return;
-  __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2 * kRows];
+  __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2];
   const int warps_per_row = blockDim.x / kWarpSize;  // a multiple of 32 threads: plan_rows
   const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / kWarpSize;
-  __syncthreads();  // the previous rows' sums may still be being read
+  __syncthreads();  // the previous row's sums may still be being read
   if (threadIdx.x % kWarpSize == 0) {
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      warp_sums[warp][r] = a[r];
-      warp_sums[warp][kRows + r] = b[r];
-    }
+    warp_sums[warp][0] = a;
+    warp_sums[warp][1] = b;
   }
   __syncthreads();
-  const int first_warp = threadIdx.y * warps_per_row;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    a[r] = 0;
-    b[r] = 0;
-    for (int w = 0; w < warps_per_row; ++w) {
-      a[r] += warp_sums[first_warp + w][r];
-      b[r] += warp_sums[first_warp + w][kRows + r];
-    }
+  a = 0;
+  b = 0;
+  for (int w = threadIdx.y * warps_per_row; w < (threadIdx.y + 1) * warps_per_row; ++w) {
+    a += warp_sums[w][0];
+    b += warp_sums[w][1];
   }
 }
 
-// The ", 1" (one block per SM is enough) lets a thread use up to 128 registers: without it,
-// ptxas for sm_75 aimed at two 512-thread blocks per SM, 64 registers, and spilled.
-template <typename T, int kVec, int kVecsPerThread, int kRows = rows_at_once<T>(kVecsPerThread, kVec)>
+// The running sums in shared memory: a thread owns kSlots columns (slot s = k·kVec + e for
+// element e of its k-th vector) and keeps dγ of slot s at accumulator s, dβ at kSlots + s.
+// Accumulators go in packs of 4 (one 16-byte access), and pack p of thread t sits at
+// p · threads + t: a warp's accesses are consecutive, with no bank conflicts. Rows that are
+// not whole vectors (kVec = 1) use packs of 1. The launch passes the size (sums_bytes).
+template <int kPack>
+__device__ __forceinline__ int sum_index(int accumulator, int threads, int thread) {
+  return ((accumulator / kPack) * threads + thread) * kPack + accumulator % kPack;
+}
+
+// __launch_bounds__(1024, 1): a block of up to 1024 threads, so at most 64 registers a thread.
+template <typename T, int kVec, int kVecsPerThread>
 __global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
 layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                 const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
@@ -90,139 +79,114 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
                                 acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows, int cols) {
   using acc_t = acc_type_t<T>;
   using Vec = AlignedVector<T, kVec>;
+  constexpr int kSlots = kVecsPerThread * kVec;
+  constexpr int kPack = kVec % 4 == 0 ? 4 : 1;
+  using Pack = AlignedVector<acc_t, kPack>;
+  extern __shared__ __align__(16) unsigned char sums_memory[];
+  acc_t* sums = reinterpret_cast<acc_t*>(sums_memory);
+  Pack* packs = reinterpret_cast<Pack*>(sums_memory);
+  const int threads = blockDim.x * blockDim.y;
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int p = 0; p < 2 * kSlots / kPack; ++p) packs[p * threads + thread] = Pack{};
+
   const int vecs = cols / kVec;
   const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma);
-  acc_t dgamma[kVecsPerThread][kVec] = {};
-  acc_t dbeta[kVecsPerThread][kVec] = {};
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
+       first_row += row_step) {
+    const int64_t row = first_row + threadIdx.y;
+    const bool active = row < rows;  // an idle thread stays for the row sums, adding zeros
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
+    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
+    const acc_t row_mean = active ? mean[row] : acc_t(0);
+    const acc_t row_rstd = active ? rstd[row] : acc_t(0);
 
-  // The block takes blockDim.y · kRows rows at a time; thread row y holds rows y, y + blockDim.y, ...
-  const int64_t rows_per_step = static_cast<int64_t>(blockDim.y) * kRows;
-  for (int64_t first_row = blockIdx.x * rows_per_step; first_row < rows;
-       first_row += gridDim.x * rows_per_step) {
-    // Every load of the rows is issued before any sum needs one, and x and dy stay in
+    // Every load of the row is issued before any sum needs one, and x and dy stay in
     // registers for the second pass: memory sees each element once, and many loads wait at once.
-    Vec x_held[kRows][kVecsPerThread];
-    Vec dy_held[kRows][kVecsPerThread];
-    int64_t row[kRows];
-    bool active[kRows];  // an idle thread stays for the sums, adding zeros
-    acc_t row_mean[kRows];
-    acc_t row_rstd[kRows];
+    Vec x_held[kVecsPerThread];
+    Vec dy_held[kVecsPerThread];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      row[r] = first_row + r * blockDim.y + threadIdx.y;
-      active[r] = row[r] < rows;
-      row_mean[r] = active[r] ? mean[row[r]] : acc_t(0);
-      row_rstd[r] = active[r] ? rstd[row[r]] : acc_t(0);
-      const Vec* x_row = reinterpret_cast<const Vec*>(x + row[r] * cols);
-      const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row[r] * cols);
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int v = k * blockDim.x + threadIdx.x;
-        if (active[r] && v < vecs) {
-          x_held[r][k] = x_row[v];
-          dy_held[r][k] = dy_row[v];
-        }
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        x_held[k] = x_row[v];
+        dy_held[k] = dy_row[v];
       }
     }
 
-    acc_t sum_g[kRows];
-    acc_t sum_g_xhat[kRows];
+    acc_t sum_g = 0;
+    acc_t sum_g_xhat = 0;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      sum_g[r] = 0;
-      sum_g_xhat[r] = 0;
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec gv = gamma_vecs[v];  // the same for every row: from L1
 #pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int v = k * blockDim.x + threadIdx.x;
-        if (active[r] && v < vecs) {
-          const Vec gv = gamma_vecs[v];  // the same for every row: from L1
+        for (int p = 0; p < kVec / kPack; ++p) {  // the packs of this vector's slots
+          Pack& dgamma = packs[((k * kVec) / kPack + p) * threads + thread];
+          Pack& dbeta = packs[((kSlots + k * kVec) / kPack + p) * threads + thread];
+          Pack dgamma_sums = dgamma;
+          Pack dbeta_sums = dbeta;
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            const acc_t xhat = (to_acc(x_held[r][k].val[e]) - row_mean[r]) * row_rstd[r];
-            const acc_t d = to_acc(dy_held[r][k].val[e]);
+          for (int i = 0; i < kPack; ++i) {
+            const int e = p * kPack + i;
+            const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
+            const acc_t d = to_acc(dy_held[k].val[e]);
             const acc_t g = d * to_acc(gv.val[e]);
-            sum_g[r] += g;
-            sum_g_xhat[r] += g * xhat;
-            dgamma[k][e] += d * xhat;
-            dbeta[k][e] += d;
+            sum_g += g;
+            sum_g_xhat += g * xhat;
+            dgamma_sums.val[i] += d * xhat;
+            dbeta_sums.val[i] += d;
           }
+          dgamma = dgamma_sums;
+          dbeta = dbeta_sums;
         }
       }
     }
     row_reduce_sums(sum_g, sum_g_xhat);
+    const acc_t mean_g = sum_g / cols;
+    const acc_t mean_g_xhat = sum_g_xhat / cols;
 
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const acc_t mean_g = sum_g[r] / cols;
-      const acc_t mean_g_xhat = sum_g_xhat[r] / cols;
-      Vec* dx_row = reinterpret_cast<Vec*>(dx + row[r] * cols);
-#pragma unroll
-      for (int k = 0; k < kVecsPerThread; ++k) {
-        const int v = k * blockDim.x + threadIdx.x;
-        if (active[r] && v < vecs) {
-          const Vec gv = gamma_vecs[v];
-          Vec out;
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            const acc_t xhat = (to_acc(x_held[r][k].val[e]) - row_mean[r]) * row_rstd[r];
-            const acc_t g = to_acc(dy_held[r][k].val[e]) * to_acc(gv.val[e]);
-            out.val[e] = from_acc<T>(row_rstd[r] * (g - mean_g - xhat * mean_g_xhat));
-          }
-          dx_row[v] = out;
-        }
-      }
-    }
-  }
-
-  // A block of one row: each thread's sums are the block's, for its own columns.
-  if (blockDim.y == 1) {
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec gv = gamma_vecs[v];
+        Vec out;
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) {
-        const int col = (k * blockDim.x + threadIdx.x) * kVec + e;
-        if (col < cols) {
-          partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma[k][e];
-          partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta[k][e];
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
+          const acc_t g = to_acc(dy_held[k].val[e]) * to_acc(gv.val[e]);
+          out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
         }
+        dx_row[v] = out;
       }
     }
-    return;
   }
-  // Several rows per block (up to kPlanThreadsPerBlock threads): the groups of threadIdx.y hold sums
-  // for the same columns. Add them in shared memory, one vector slot k at a time (columns
-  // k·threads_per_row·kVec onwards), in the order of threadIdx.y, and write the block's row.
-  __shared__ acc_t shared_dgamma[kPlanThreadsPerBlock * kVec];
-  __shared__ acc_t shared_dbeta[kPlanThreadsPerBlock * kVec];
-  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
-  const int slot_columns = blockDim.x * kVec;  // columns covered by one slot of every thread
-#pragma unroll
-  for (int k = 0; k < kVecsPerThread; ++k) {
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      shared_dgamma[thread * kVec + e] = dgamma[k][e];
-      shared_dbeta[thread * kVec + e] = dbeta[k][e];
+
+  // The block's row of partials. Column c is element c % kVec of vector v = c / kVec, which
+  // thread v % blockDim.x of each row group y holds as its slot (v / blockDim.x)·kVec + c % kVec;
+  // the groups are added in the order of y.
+  __syncthreads();
+  for (int col = thread; col < cols; col += threads) {
+    const int v = col / kVec;
+    const int slot = (v / blockDim.x) * kVec + col % kVec;
+    acc_t dgamma_sum = 0;
+    acc_t dbeta_sum = 0;
+    for (int y = 0; y < blockDim.y; ++y) {
+      const int owner = y * blockDim.x + v % blockDim.x;
+      dgamma_sum += sums[sum_index<kPack>(slot, threads, owner)];
+      dbeta_sum += sums[sum_index<kPack>(kSlots + slot, threads, owner)];
     }
-    __syncthreads();
-    for (int c = thread; c < slot_columns; c += blockDim.x * blockDim.y) {
-      acc_t dgamma_sum = 0;
-      acc_t dbeta_sum = 0;
-      for (int group = 0; group < blockDim.y; ++group) {
-        dgamma_sum += shared_dgamma[group * slot_columns + c];
-        dbeta_sum += shared_dbeta[group * slot_columns + c];
-      }
-      const int col = k * slot_columns + c;
-      if (col < cols) {
-        partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma_sum;
-        partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta_sum;
-      }
-    }
-    __syncthreads();  // the next slot overwrites shared memory
+    partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma_sum;
+    partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta_sum;
   }
 }
 
 // Stage 2: block b adds up the partial rows of columns 32b .. 32b + 31. Thread (c, lane) sums
-// rows lane, lane + 8, ...; the 8 lanes then meet in shared memory, always in the same order.
+// rows lane, lane + 32, ...; the 32 lanes then meet in shared memory, always in the same order.
 template <typename T>
 __global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dgamma,
                                     const acc_type_t<T>* __restrict__ partial_dbeta,
@@ -255,11 +219,10 @@ __global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dg
 
 template <typename T>
 RowPlan fused_plan(int64_t cols, bool aligned) {
-  constexpr int kVec = kVectorBytes / sizeof(T);
-  RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMinAccumulated / kVec, kMaxAccumulated / kVec,
-                           kMaxThreadsPerRow);
-  if (plan.fits() && plan.threads_per_row * plan.rows_per_block < kPlanThreadsPerBlock) {
-    plan.rows_per_block = kPlanThreadsPerBlock / plan.threads_per_row;  // as many rows as fit in 256 threads
+  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
+  RowPlan plan = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
+  if (plan.fits() && plan.threads_per_row < kBlockThreads) {
+    plan.rows_per_block = kBlockThreads / plan.threads_per_row;  // fewer blocks: fewer partial rows
   }
   return plan;
 }
@@ -267,15 +230,15 @@ RowPlan fused_plan(int64_t cols, bool aligned) {
 template <typename T>
 using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
 
-// The instance for vecs_per_thread, looked for among kVecs, kVecs + 1, ... up to the most a
-// thread may accumulate: every instance has the same parameters.
+// The instance for vecs_per_thread: plan_rows asks for a power of two up to kColumnsPerThread
+// columns (every instance has the same parameters).
 template <typename T, int kVec, int kVecs>
 FusedKernel<T> fused_instance(int vecs_per_thread) {
-  if constexpr (kVecs * kVec > kMaxAccumulated) {
-    return nullptr;  // plan_rows never asks for more than kMaxAccumulated / kVec vectors
+  if constexpr (kVecs * kVec > kColumnsPerThread) {
+    return nullptr;
   } else {
     if (vecs_per_thread == kVecs) return &layernorm_backward_fused_kernel<T, kVec, kVecs>;
-    return fused_instance<T, kVec, kVecs + 1>(vecs_per_thread);
+    return fused_instance<T, kVec, kVecs * 2>(vecs_per_thread);
   }
 }
 
@@ -283,6 +246,27 @@ template <typename T>
 FusedKernel<T> fused_kernel_for(const RowPlan& plan) {
   if (plan.vec == 1) return &layernorm_backward_fused_kernel<T, 1, 1>;
   return fused_instance<T, kVectorBytes / sizeof(T), 1>(plan.vecs_per_thread);
+}
+
+// Bytes of running sums a block keeps in shared memory: two per column of each of its rows.
+template <typename T>
+int sums_bytes(const RowPlan& plan) {
+  return 2 * plan.threads_per_row * plan.rows_per_block * plan.vecs_per_thread * plan.vec *
+         static_cast<int>(sizeof(acc_type_t<T>));
+}
+
+// Whether the block's sums fit the GPU's shared memory (a T4 allows 64 KB a block: rows up
+// to 8192), asking for more than the default 48 KB where needed.
+template <typename T>
+bool sums_fit(const RowPlan& plan) {
+  int device = 0;
+  int most = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  const int bytes = sums_bytes<T>(plan);
+  if (bytes > most) return false;
+  return cudaFuncSetAttribute(fused_kernel_for<T>(plan), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+         cudaSuccess;
 }
 
 // As many blocks as fit on the GPU at once (registers and shared memory permitting), so that
@@ -296,7 +280,7 @@ int64_t resident_blocks(const RowPlan& plan) {
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel_for<T>(plan),
-                                                plan.threads_per_row * plan.rows_per_block, 0);
+                                                plan.threads_per_row * plan.rows_per_block, sums_bytes<T>(plan));
   return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
 }
 
@@ -308,9 +292,8 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
     return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
   } else {
     const RowPlan plan = fused_plan<T>(cols, aligned);
-    if (rows == 0 || !plan.fits() || fused_kernel_for<T>(plan) == nullptr) return 0;
-    const int64_t rows_per_step = plan.rows_per_block * rows_at_once<T>(plan.vecs_per_thread, plan.vec);
-    const int64_t needed = (rows + rows_per_step - 1) / rows_per_step;
+    if (rows == 0 || !plan.fits() || fused_kernel_for<T>(plan) == nullptr || !sums_fit<T>(plan)) return 0;
+    const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
     const int64_t resident = resident_blocks<T>(plan);
     return needed < resident ? needed : resident;
   }
@@ -328,9 +311,9 @@ cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* ga
     const RowPlan plan = fused_plan<T>(cols, aligned);
     acc_type_t<T>* partial_dgamma = partials;
     acc_type_t<T>* partial_dbeta = partials + blocks * cols;
-    fused_kernel_for<T>(plan)<<<static_cast<int>(blocks), dim3(plan.threads_per_row, plan.rows_per_block), 0,
-                                stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta, rows,
-                                          static_cast<int>(cols));
+    fused_kernel_for<T>(plan)<<<static_cast<int>(blocks), dim3(plan.threads_per_row, plan.rows_per_block),
+                                sums_bytes<T>(plan), stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma,
+                                                               partial_dbeta, rows, static_cast<int>(cols));
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
     const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
