@@ -218,16 +218,6 @@ __global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dg
 }
 
 template <typename T>
-RowPlan fused_plan(int64_t cols, bool aligned) {
-  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
-  RowPlan plan = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
-  if (plan.fits() && plan.threads_per_row < kBlockThreads) {
-    plan.rows_per_block = kBlockThreads / plan.threads_per_row;  // fewer blocks: fewer partial rows
-  }
-  return plan;
-}
-
-template <typename T>
 using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
 
 // The instance for vecs_per_thread: plan_rows asks for a power of two up to kColumnsPerThread
@@ -255,32 +245,66 @@ int sums_bytes(const RowPlan& plan) {
          static_cast<int>(sizeof(acc_type_t<T>));
 }
 
-// Whether the block's sums fit the GPU's shared memory (a T4 allows 64 KB a block: rows up
-// to 8192), asking for more than the default 48 KB where needed.
+// Shared memory a block of `kernel` may give its sums on this GPU: the most a block may ask
+// for (64 KB on a T4, 227 KB on an H100), less what the kernel declares itself.
 template <typename T>
-bool sums_fit(const RowPlan& plan) {
+int room_for_sums(FusedKernel<T> kernel) {
   int device = 0;
   int most = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  const int bytes = sums_bytes<T>(plan);
-  if (bytes > most) return false;
-  return cudaFuncSetAttribute(fused_kernel_for<T>(plan), cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
-         cudaSuccess;
+  cudaFuncAttributes attributes{};
+  cudaFuncGetAttributes(&attributes, kernel);
+  return most - static_cast<int>(attributes.sharedSizeBytes);
+}
+
+// plan_rows' split, with short rows sharing a block of up to kBlockThreads threads, fewer
+// where this GPU's shared memory cannot hold their sums. A row whose own sums do not fit
+// (on a T4, rows over 7680) is left to version 1: fits_shared_memory is false.
+template <typename T>
+struct FusedPlan {
+  RowPlan rows;
+  FusedKernel<T> kernel = nullptr;
+  bool fits_shared_memory = false;
+};
+
+template <typename T>
+FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
+  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
+  FusedPlan<T> plan;
+  plan.rows = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
+  if (!plan.rows.fits()) return plan;
+  plan.kernel = fused_kernel_for<T>(plan.rows);
+  if (plan.kernel == nullptr) return plan;
+  if (plan.rows.threads_per_row < kBlockThreads) {
+    plan.rows.rows_per_block = kBlockThreads / plan.rows.threads_per_row;  // fewer blocks: fewer partial rows
+  }
+  const int room = room_for_sums<T>(plan.kernel);
+  while (plan.rows.rows_per_block > 1 && sums_bytes<T>(plan.rows) > room) plan.rows.rows_per_block /= 2;
+  const int bytes = sums_bytes<T>(plan.rows);
+  if (bytes > room) return plan;
+  // Above 48 KB a kernel must ask for its shared memory. A refusal is an answer, not an
+  // error for the next launch to report: it is cleared.
+  if (cudaFuncSetAttribute(plan.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return plan;
+  }
+  plan.fits_shared_memory = true;
+  return plan;
 }
 
 // As many blocks as fit on the GPU at once (registers and shared memory permitting), so that
 // each block's partial row sums many rows; the count depends only on the GPU and the shape,
 // so the order of every sum does too.
 template <typename T>
-int64_t resident_blocks(const RowPlan& plan) {
+int64_t resident_blocks(const FusedPlan<T>& plan) {
   int device = 0;
   int sms = 1;
   int per_sm = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel_for<T>(plan),
-                                                plan.threads_per_row * plan.rows_per_block, sums_bytes<T>(plan));
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, plan.kernel, plan.rows.threads_per_row * plan.rows.rows_per_block,
+                                                sums_bytes<T>(plan.rows));
   return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
 }
 
@@ -291,9 +315,9 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
   if constexpr (std::is_same_v<T, double>) {
     return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
   } else {
-    const RowPlan plan = fused_plan<T>(cols, aligned);
-    if (rows == 0 || !plan.fits() || fused_kernel_for<T>(plan) == nullptr || !sums_fit<T>(plan)) return 0;
-    const int64_t needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
+    if (rows == 0 || !plan.fits_shared_memory) return 0;
+    const int64_t needed = (rows + plan.rows.rows_per_block - 1) / plan.rows.rows_per_block;
     const int64_t resident = resident_blocks<T>(plan);
     return needed < resident ? needed : resident;
   }
@@ -308,12 +332,12 @@ cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* ga
   const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
   if (blocks == 0) return cudaErrorInvalidValue;  // the caller asks layernorm_backward_fused_blocks first
   if constexpr (!std::is_same_v<T, double>) {
-    const RowPlan plan = fused_plan<T>(cols, aligned);
+    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
     acc_type_t<T>* partial_dgamma = partials;
     acc_type_t<T>* partial_dbeta = partials + blocks * cols;
-    fused_kernel_for<T>(plan)<<<static_cast<int>(blocks), dim3(plan.threads_per_row, plan.rows_per_block),
-                                sums_bytes<T>(plan), stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma,
-                                                               partial_dbeta, rows, static_cast<int>(cols));
+    plan.kernel<<<static_cast<int>(blocks), dim3(plan.rows.threads_per_row, plan.rows.rows_per_block),
+                  sums_bytes<T>(plan.rows), stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta,
+                                                      rows, static_cast<int>(cols));
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
     const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);

@@ -89,7 +89,7 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
 // blocks it launches for the shape on the current GPU, or 0 when it cannot take it (no rows,
 // float64, a row that plan_rows cannot fit: longer than 16384, or more than 32 elements that
 // are not whole aligned vectors, or a block whose running sums exceed the GPU's shared memory:
-// a T4's 64 KB a block holds rows up to 8192): then use version 1.
+// a T4 holds rows up to 7680): then use version 1.
 template <typename T>
 int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned);
 
