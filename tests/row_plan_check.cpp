@@ -70,7 +70,7 @@ int main() {
     for (bool aligned : {true, false}) {
       for (long long cols = 1; cols <= 70000; cols += (cols < 5000 ? 1 : 97)) {
         check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
-        check(cols, bytes, aligned, 16 / (16 / bytes), 24 / (16 / bytes), 512);  // fused backward
+        check(cols, bytes, aligned, 16 / (16 / bytes), 16 / (16 / bytes), 1024);  // fused backward
       }
     }
   }
