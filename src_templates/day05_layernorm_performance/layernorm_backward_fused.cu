@@ -34,6 +34,8 @@ constexpr int kSumLanes = 32;          // ... with 32 threads per column
 // Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
 // receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
 // warps' sums meet in shared memory, and each thread adds its row's warps in the same order.
+// (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
+// rows of 64 to 480 threads share blocks.)
 template <typename acc_t>
 __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
@@ -259,13 +261,14 @@ int room_for_sums(FusedKernel<T> kernel) {
 }
 
 // plan_rows' split, with short rows sharing a block of up to kBlockThreads threads, fewer
-// where this GPU's shared memory cannot hold their sums. A row whose own sums do not fit
-// (on a T4, rows over 7680) is left to version 1: fits_shared_memory is false.
+// where this GPU's shared memory cannot hold their sums. launchable is false where version 1
+// must take the row: plan_rows cannot split it, or its own sums do not fit (on a T4, rows
+// over 7680).
 template <typename T>
 struct FusedPlan {
   RowPlan rows;
   FusedKernel<T> kernel = nullptr;
-  bool fits_shared_memory = false;
+  bool launchable = false;
 };
 
 template <typename T>
@@ -289,7 +292,7 @@ FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
     cudaGetLastError();
     return plan;
   }
-  plan.fits_shared_memory = true;
+  plan.launchable = true;
   return plan;
 }
 
@@ -316,7 +319,7 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
     return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
   } else {
     const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
-    if (rows == 0 || !plan.fits_shared_memory) return 0;
+    if (rows == 0 || !plan.launchable) return 0;
     const int64_t needed = (rows + plan.rows.rows_per_block - 1) / plan.rows.rows_per_block;
     const int64_t resident = resident_blocks<T>(plan);
     return needed < resident ? needed : resident;
