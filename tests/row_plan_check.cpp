@@ -71,6 +71,7 @@ int main() {
       for (long long cols = 1; cols <= 70000; cols += (cols < 5000 ? 1 : 97)) {
         check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
         check(cols, bytes, aligned, 16 / (16 / bytes), 16 / (16 / bytes), 1024);  // fused backward
+        if (bytes == 2) check(cols, bytes, aligned, 4, 4, 384);                  // ... 16-bit rows over 8192
       }
     }
   }

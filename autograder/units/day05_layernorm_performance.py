@@ -297,7 +297,10 @@ CASES += [
                                  # rows that leave the last block's step part empty
                                  ("bf16_d1024_odd_rows", (1001, 1024), torch.bfloat16),
                                  ("fp16_d8192_odd_rows", (333, 8192), torch.float16),
-                                 ("bf16_d16384", (24, 16384), torch.bfloat16))],
+                                 ("bf16_d16384", (24, 16384), torch.bfloat16),
+                                 # 16-bit rows of 8193 to 12288 take 32 columns a thread
+                                 ("fp16_d12288", (40, 12288), torch.float16),
+                                 ("bf16_d9000_odd_rows", (777, 9000), torch.bfloat16))],
     _backward("fused", "misaligned", (64, 768), misaligned=True),
     _backward("fused", "misaligned_d7", (100, 7), misaligned=True),
     # more rows than blocks resident on the GPU: blocks of one row each sum several rows

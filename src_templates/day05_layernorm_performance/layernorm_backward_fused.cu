@@ -18,7 +18,10 @@
 // no barrier guards them): kept in registers they would cost two fp32 registers a column in
 // every dtype, and fewer threads would fit on an SM. At 64 registers a thread, 1024 threads
 // per SM keep their loads in flight. Rows are split as in the forward's version 4 (plan_rows);
-// a block holds as many rows as fit in 512 threads, and their sums meet at the end.
+// a block holds as many rows as fit in 512 threads, and their sums meet at the end. A 16-bit
+// row of over 8192 columns would need over 512 threads, one block to an SM, idle while it
+// waits on its row sums: there a thread takes 32 columns (80 registers) and two blocks of up
+// to 384 threads share an SM.
 #include <type_traits>
 
 #include "row_math.cuh"
@@ -27,9 +30,23 @@ namespace {
 
 constexpr int kColumnsPerThread = 16;  // x and dy of 16 columns: 32 registers in fp32
 constexpr int kMaxThreadsPerRow = 1024;
+constexpr int kWideColumnsPerThread = 32;  // 16-bit rows over 8192 columns: see fused_plan
+constexpr int kWideMaxThreads = 384;
 constexpr int kBlockThreads = 512;     // short rows share a block of up to 512 threads
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 32;          // ... with 32 threads per column
+
+// x, dy and γ in fp32. bf16 is the top half of a float, so a shift widens it exactly; sm_90's
+// cvt.f32.bf16 would take a register of its own for each element of a packed pair, and the
+// wide rows' 32 columns would spill. (The forward keeps to_acc: there the cvt schedules better.)
+template <typename T>
+__device__ __forceinline__ acc_type_t<T> widen(T value) {
+  return to_acc(value);
+}
+template <>
+__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 value) {
+  return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(value)) << 16);
+}
 
 // Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
 // receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
@@ -71,9 +88,11 @@ __device__ __forceinline__ int sum_index(int accumulator, int threads, int threa
   return ((accumulator / kPack) * threads + thread) * kPack + accumulator % kPack;
 }
 
-// __launch_bounds__(1024, 1): a block of up to 1024 threads, so at most 64 registers a thread.
+// __launch_bounds__(1024, 1): a block of up to 1024 threads, so at most 64 registers a thread;
+// 32 columns a thread: (384, 2), two blocks to an SM, at most 80 registers.
 template <typename T, int kVec, int kVecsPerThread>
-__global__ void __launch_bounds__(kMaxThreadsPerRow, 1)
+__global__ void __launch_bounds__(kVec * kVecsPerThread > kColumnsPerThread ? kWideMaxThreads : kMaxThreadsPerRow,
+                                                       kVec * kVecsPerThread > kColumnsPerThread ? 2 : 1)
 layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                 const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
                                 const acc_type_t<T>* __restrict__ rstd, T* __restrict__ dx,
@@ -134,9 +153,9 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
 #pragma unroll
           for (int i = 0; i < kPack; ++i) {
             const int e = p * kPack + i;
-            const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
-            const acc_t d = to_acc(dy_held[k].val[e]);
-            const acc_t g = d * to_acc(gv.val[e]);
+            const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
+            const acc_t d = widen(dy_held[k].val[e]);
+            const acc_t g = d * widen(gv.val[e]);
             sum_g += g;
             sum_g_xhat += g * xhat;
             dgamma_sums.val[i] += d * xhat;
@@ -159,8 +178,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
         Vec out;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(x_held[k].val[e]) - row_mean) * row_rstd;
-          const acc_t g = to_acc(dy_held[k].val[e]) * to_acc(gv.val[e]);
+          const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
+          const acc_t g = widen(dy_held[k].val[e]) * widen(gv.val[e]);
           out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
         }
         dx_row[v] = out;
@@ -226,7 +245,7 @@ using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
 // columns (every instance has the same parameters).
 template <typename T, int kVec, int kVecs>
 FusedKernel<T> fused_instance(int vecs_per_thread) {
-  if constexpr (kVecs * kVec > kColumnsPerThread) {
+  if constexpr (kVecs * kVec > (sizeof(T) == 2 ? kWideColumnsPerThread : kColumnsPerThread)) {
     return nullptr;
   } else {
     if (vecs_per_thread == kVecs) return &layernorm_backward_fused_kernel<T, kVec, kVecs>;
@@ -277,11 +296,17 @@ FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
   FusedPlan<T> plan;
   plan.rows = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
   if (!plan.rows.fits()) return plan;
-  plan.kernel = fused_kernel_for<T>(plan.rows);
-  if (plan.kernel == nullptr) return plan;
   if (plan.rows.threads_per_row < kBlockThreads) {
     plan.rows.rows_per_block = kBlockThreads / plan.rows.threads_per_row;  // fewer blocks: fewer partial rows
+  } else if (sizeof(T) == 2 && plan.rows.threads_per_row > kBlockThreads) {
+    // A 16-bit row of over 8192 columns needs over 512 threads at 16 columns a thread, and at
+    // 64 registers an SM holds one such block, idle while the block waits on its row sums.
+    // At 32 columns a thread (80 registers), blocks of up to 384 threads fit two to an SM.
+    const RowPlan wide = plan_rows(cols, sizeof(T), aligned, 2 * kVecs, 2 * kVecs, kWideMaxThreads);
+    if (wide.fits()) plan.rows = wide;
   }
+  plan.kernel = fused_kernel_for<T>(plan.rows);
+  if (plan.kernel == nullptr) return plan;
   const int room = room_for_sums<T>(plan.kernel);
   while (plan.rows.rows_per_block > 1 && sums_bytes<T>(plan.rows) > room) plan.rows.rows_per_block /= 2;
   const int bytes = sums_bytes<T>(plan.rows);
