@@ -4,6 +4,13 @@ On a GPU: CUDA events, warm-up, an L2 flush before every timed call, inputs rota
 so nothing is served from cache, median and spread reported. On the CPU the same
 loop runs with time.perf_counter and no flush, so the machinery works (and is
 tested) without a GPU.
+
+A GPU call costs the longer of two times, both measured on every call: the GPU's (events
+around the call) and the host's (until the call returns: Python, checks, allocations,
+launches). Back-to-back calls run at the slower of the two. To keep the two apart, a sleep
+kernel holds the stream until the host has enqueued the whole call; without it, the events
+would also catch whatever part of the host's time the flush happened not to cover, in some
+runs and not in others.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ class Timing:
     median_ms: float
     spread: float  # (p80 - p20) / median
     reps: int
+    host_bound: bool = False  # the host took longer than the GPU on most calls
     # What the latest timed call on each arg set returned: a result is checked after
     # timing, so a fast wrong op cannot pass on a call made outside the loop.
     last_outputs: list = field(default_factory=list, repr=False)
@@ -51,20 +59,41 @@ def _on_cuda(values) -> bool:
     return False
 
 
-def _cuda_call_ms(fn, args) -> tuple[float, object]:
+_sleep_cycles_per_ms: float | None = None
+
+
+def _hold_stream(ms: float) -> None:
+    """Keep the current stream busy for about `ms` with a kernel that only waits."""
+    global _sleep_cycles_per_ms
+    if _sleep_cycles_per_ms is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(1_000_000)
+        end.record()
+        end.synchronize()
+        _sleep_cycles_per_ms = 1_000_000 / max(start.elapsed_time(end), 1e-3)
+    torch.cuda._sleep(int(ms * _sleep_cycles_per_ms))
+
+
+def _cuda_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
+    """(GPU ms, host ms, outputs) of one call on a cold L2."""
     flush_l2()
+    _hold_stream(hold_ms)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
+    host_start = time.perf_counter()
     outputs = fn(*args)
+    host_ms = (time.perf_counter() - host_start) * 1e3
     end.record()
     end.synchronize()
-    return start.elapsed_time(end), outputs
+    return start.elapsed_time(end), host_ms, outputs
 
 
-def _cpu_call_ms(fn, args) -> tuple[float, object]:
+def _cpu_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
     start = time.perf_counter()
     outputs = fn(*args)
-    return (time.perf_counter() - start) * 1e3, outputs
+    elapsed = (time.perf_counter() - start) * 1e3
+    return elapsed, elapsed, outputs
 
 
 def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
@@ -72,24 +101,34 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent.
     The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
     cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
-    for index in range(warmup):
+    warmup_host_ms = []
+    for index in range(max(warmup, 1)):
+        start = time.perf_counter()
         fn(*arg_sets[index % len(arg_sets)])
-    if cuda:
-        torch.cuda.synchronize()
+        warmup_host_ms.append((time.perf_counter() - start) * 1e3)
+        if cuda:
+            torch.cuda.synchronize()
+    # Long enough for the host to enqueue a call (twice its quickest warm-up call), capped:
+    # an op slower than that on the host is host-bound, and charged the host's time anyway.
+    hold_ms = min(2 * min(warmup_host_ms) + 0.05, 20.0)
     call_ms = _cuda_call_ms if cuda else _cpu_call_ms
     last_outputs: list = [None] * len(arg_sets)
     times: list[float] = []
+    host_bound_calls = 0
     spent = 0.0
     while len(times) < max_reps:
         index = len(times) % len(arg_sets)
-        elapsed, last_outputs[index] = call_ms(fn, arg_sets[index])
-        times.append(elapsed)
-        spent += elapsed / 1e3
+        gpu_ms, host_ms, last_outputs[index] = call_ms(fn, arg_sets[index], hold_ms)
+        times.append(max(gpu_ms, host_ms))
+        if cuda and host_ms > gpu_ms:
+            host_bound_calls += 1
+        spent += times[-1] / 1e3
         if len(times) >= min_reps:
             spread = _spread(times)
             if spread < target_spread or spent > budget_s:
                 break
-    return Timing(statistics.median(times), _spread(times), len(times), last_outputs)
+    return Timing(statistics.median(times), _spread(times), len(times), host_bound_calls > len(times) / 2,
+                  last_outputs)
 
 
 def _spread(times: list[float]) -> float:
@@ -171,13 +210,18 @@ def format_table(rows: list[Row], ceiling: float | None = None, title: str = "be
     lines = [f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}",
              f"{'case':<{width}} {'ours ms':>9} {'spread':>7} {'ours GB/s':>10} {'torch ms':>9} "
              f"{'torch GB/s':>11} {'ours/torch':>10} {'of ceiling':>10}  check"]
+    host_bound = False
     for row in rows:
         speedup = "wrong" if row.wrong else f"{row.speedup:.2f}x"
         of_ceiling = f"{row.of_ceiling:.0%}" if row.of_ceiling is not None else "-"
         check = ("WRONG: " + row.problem.strip().splitlines()[0][:80]) if row.wrong else "ok"
-        lines.append(f"{row.name:<{width}} {row.ours.median_ms:>9.3f} {row.ours.spread:>7.1%} "
-                     f"{row.ours_gbs:>10.1f} {row.baseline.median_ms:>9.3f} {row.baseline_gbs:>11.1f} "
+        ours_ms, torch_ms = (f"{t.median_ms:.3f}" + ("*" if t.host_bound else "") for t in (row.ours, row.baseline))
+        host_bound |= row.ours.host_bound or row.baseline.host_bound
+        lines.append(f"{row.name:<{width}} {ours_ms:>9} {row.ours.spread:>7.1%} "
+                     f"{row.ours_gbs:>10.1f} {torch_ms:>9} {row.baseline_gbs:>11.1f} "
                      f"{speedup:>10} {of_ceiling:>10}  {check}")
+    if host_bound:
+        lines.append("* host-bound: the call's Python and launch work took longer than its GPU work")
     return "\n".join(lines)
 
 

@@ -104,7 +104,8 @@ def _time(spec, ext, case: Case, input_sets: list[dict]) -> dict:
         timing = time_op(op, arg_sets, device=case.device)
     finally:
         _fill_new_memory = True
-    result = {"timing": {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps}}
+    result = {"timing": {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
+                         "host_bound": timing.host_bound}}
     if ext is not None:  # what the timed calls returned on set 0, for the judge
         result["outputs"] = [tuple(t.detach().to("cpu", copy=True) for t in _as_tuple(timing.last_outputs[0]))]
     return result
@@ -112,7 +113,7 @@ def _time(spec, ext, case: Case, input_sets: list[dict]) -> dict:
 
 def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
     """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)};
-    a perf case: {"timing": {"median_ms", "spread", "reps"}, "outputs": [tuple for set 0]}."""
+    a perf case: {"timing": {"median_ms", "spread", "reps", "host_bound"}, "outputs": [tuple for set 0]}."""
     device = case.device
     result: dict = {}
     if case.kind == "perf":

@@ -140,7 +140,8 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     if problems:
         return Verdict(False, "\n".join(["the output of the timed calls was wrong, so their time earns no points:",
                                          *problems] + ([f"hint: {case.hint}"] if case.hint else [])), 0.0)
-    ours, theirs = (Timing(**{k: r["timing"][k] for k in ("median_ms", "spread", "reps")})
+    ours, theirs = (Timing(**{k: r["timing"][k] for k in ("median_ms", "spread", "reps")},
+                           host_bound=bool(r["timing"].get("host_bound")))
                     for r in (result, baseline))
     if not 0 < ours.median_ms < float("inf"):  # the division below must mean something
         return Verdict(False, f"the timed run reported {ours.median_ms} ms, not a time", 0.0)
@@ -152,6 +153,9 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     message = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {theirs.median_ms:.3f} ms "
                f"({theirs.gbs(nbytes):.0f} GB/s) on {describe_inputs(input_sets[0])}: {ratio:.2f}x torch -> "
                f"{points:g}/{case.points:g} points (full at {full_at:.2f}x, zero at {zero_at:.2f}x)")
+    if ours.host_bound:
+        message += ("\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
+                    "the GPU: look there first")
     measurements = {"ours_ms": ours.median_ms, "torch_ms": theirs.median_ms, "ours_gbs": ours.gbs(nbytes),
                     "torch_gbs": theirs.gbs(nbytes), "ratio": ratio, "ours_spread": ours.spread,
                     "torch_spread": theirs.spread, "bytes": nbytes}

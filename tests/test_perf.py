@@ -4,6 +4,7 @@ slow and a wrong submission."""
 import json
 import os
 import sys
+import time
 import types
 from dataclasses import dataclass
 
@@ -269,3 +270,27 @@ def test_plot_is_skipped_quietly_without_matplotlib(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     timing = bench.Timing(1.0, 0.01, 10)
     assert bench.plot_gbs([bench.Row("r", 1 << 20, timing, timing, d=64)]) is None
+
+
+def _gpu_busy(ms: float):
+    """A call that keeps the GPU busy for about `ms` and launches nothing else."""
+    bench._hold_stream(ms)
+
+
+@pytest.mark.gpu
+def test_gpu_time_leaves_out_host_work_done_while_the_gpu_was_busy():
+    # 0.3 ms of host work before a 2 ms kernel: the flush alone does not cover it, so without
+    # the hold the events would measure about 2.3 ms.
+    alone = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
+    with_host_work = bench.time_op(lambda ms: (time.sleep(0.0003), _gpu_busy(ms)), [(2.0,)], device="cuda")
+    assert not with_host_work.host_bound
+    assert with_host_work.median_ms < alone.median_ms + 0.1, (with_host_work, alone)
+
+
+@pytest.mark.gpu
+def test_host_bound_call_is_charged_the_host_time():
+    timing = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5,
+                            device="cuda")
+    assert timing.host_bound and timing.median_ms >= 5.0, timing
+    table = bench.format_table([bench.Row("slow host", 1 << 20, timing, timing)])
+    assert "*" in table.splitlines()[2] and "host-bound" in table.splitlines()[-1]
