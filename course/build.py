@@ -75,8 +75,9 @@ def remove_stale_lock(build_dir: str) -> None:
 
 
 def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False,
-                      extra_include_paths: list[str] | None = None) -> str:
-    """Compile `sources` into build_dir/name.so with ninja and return its path (nothing is loaded)."""
+                      extra_include_paths: list[str] | None = None, extra_cuda_cflags: list[str] = ()) -> str:
+    """Compile `sources` into build_dir/name.so with ninja and return its path (nothing is loaded).
+    extra_cuda_cflags go after the course's own (tests: -D switches)."""
     from torch.utils import cpp_extension
 
     os.makedirs(build_dir, exist_ok=True)
@@ -92,7 +93,7 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
             name=name,
             sources=[os.path.abspath(s) for s in sources],
             extra_cflags=EXTRA_CFLAGS,
-            extra_cuda_cflags=EXTRA_CUDA_CFLAGS,
+            extra_cuda_cflags=EXTRA_CUDA_CFLAGS + list(extra_cuda_cflags),
             extra_include_paths=[os.path.abspath(p) for p in extra_include_paths or []],
             build_directory=os.path.abspath(build_dir),
             verbose=verbose,
@@ -161,12 +162,13 @@ def split_sources(sources: list[str]) -> tuple[list[str], list[str]]:
     return ([s for s in sources if s.endswith((".cpp", ".cu"))], [s for s in sources if s.endswith(".py")])
 
 
-def build_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False):
+def build_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False,
+                    extra_cuda_cflags: list[str] = ()):
     """Compile and import in this process. `sources` may include the unit's Python files:
     then the last of them is returned (it is the op's entry point). Returns (module, seconds)."""
     start = time.perf_counter()
     compiled, python = split_sources(sources)
-    library = compile_extension(name, compiled, build_dir, verbose=verbose)
+    library = compile_extension(name, compiled, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
     module = import_python_sources(name, import_extension(name, library), python)
     return module, time.perf_counter() - start
 
