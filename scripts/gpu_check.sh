@@ -10,6 +10,8 @@
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
 #   scripts/gpu_check.sh bench                 rebuild-loop timing, the day05 benchmark table
 #                                              (BENCH_DTYPES, default all three) and ncu
+#   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
+#                                              keep every cell's output (OUT/notebook_UNIT.txt)
 #
 # OUT=folder keeps the logs (default /tmp/gpu_check). Wheels in .whl/ (nbclient, nbformat,
 # ipykernel and their needs) are installed first where no package index can be reached.
@@ -20,7 +22,9 @@ shift || true
 OUT="${OUT:-/tmp/gpu_check}"
 mkdir -p "$OUT"
 if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null
+  # Once per machine: a second stage on the same machine finds them installed.
+  [ -f /tmp/site/.installed ] || { python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .whl/*.whl >/dev/null && touch /tmp/site/.installed; }
   export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
@@ -75,8 +79,22 @@ case "$stage" in
       2>&1 | grep -v "^W" | tee "$OUT/bench.txt"
     python3 bench/profile_layernorm.py 2>&1 | tee "$OUT/ncu.txt" | grep -E "layernorm|param|partials|duration|throughput|bytes|warps|registers" | head -80
     ;;
+  notebook)
+    [ $# -gt 0 ] || { echo "notebook: name one or more units, e.g. day05_layernorm_performance" >&2; exit 2; }
+    status=0
+    for unit in "$@"; do
+      start=$(date +%s)
+      python3 -m course.run_notebook "notebooks/instructor/$unit.ipynb" "/tmp/notebook_$unit" --fresh \
+        > "$OUT/notebook_$unit.txt" 2>&1
+      rc=$?
+      [ $rc -eq 0 ] || status=1
+      echo "$unit: exit $rc after $(( $(date +%s) - start )) s; last lines:"
+      tail -n 5 "$OUT/notebook_$unit.txt"
+    done
+    exit $status
+    ;;
   *)
-    echo "unknown stage $stage: suite, grade or bench" >&2
+    echo "unknown stage $stage: suite, grade, bench or notebook" >&2
     exit 2
     ;;
 esac

@@ -1,13 +1,36 @@
 """Run-all of the generated notebooks in a fresh folder, as a student would in Colab."""
 import os
+import shutil
 
 import pytest
+import torch
 
 from course import units
 from course.run_notebook import outputs_text, run
 
 pytestmark = pytest.mark.notebook
 UNITS = [u.name for u in units.all_units()]
+NCU = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+
+# What a notebook's profiler cell must print where a GPU and ncu ran it: every kernel it
+# launches, each with its metrics.
+PROFILED_KERNELS = {
+    "day05_layernorm_performance": [
+        "layernorm_forward_kernel", "layernorm_forward_warp_kernel", "layernorm_forward_vectorized_kernel",
+        "layernorm_forward_registers_kernel", "layernorm_backward_dx_kernel", "param_partials_kernel",
+        "param_sums_kernel", "layernorm_backward_fused_kernel", "sum_partials_kernel"],
+}
+
+
+def profiled_metrics(text: str) -> dict[str, list[str]]:
+    """{kernel: its metric lines} from a profiler cell's report ("name<template args>:" then metrics)."""
+    kernels, current = {}, None
+    for line in text.splitlines():
+        if line.endswith(">:"):
+            current = kernels.setdefault(line.split("<")[0], [])
+        elif current is not None and line.strip().startswith(("dram__", "gpu__", "sm__", "launch__")):
+            current.append(line)
+    return kernels
 
 
 @pytest.mark.parametrize("name", UNITS)
@@ -25,3 +48,8 @@ def test_instructor_notebook_runs_to_the_end(name, tmp_path):
     text = outputs_text(notebook)
     assert ok, error[-3000:]
     assert "public tests passed" in text and (tmp_path / f"submission_{name}.zip").exists()
+    if torch.cuda.is_available() and os.path.exists(NCU) and name in PROFILED_KERNELS:
+        assert "ERR_NVGPUCTRPERM" not in text, "this machine does not let ncu read the GPU's counters"
+        metrics = profiled_metrics(text)
+        missing = [kernel for kernel in PROFILED_KERNELS[name] if len(metrics.get(kernel, [])) < 6]
+        assert not missing, f"the profiler cell printed no metrics for {missing}; it printed {metrics}"
