@@ -51,5 +51,5 @@ def test_instructor_notebook_runs_to_the_end(name, tmp_path):
     if torch.cuda.is_available() and os.path.exists(NCU) and name in PROFILED_KERNELS:
         assert "ERR_NVGPUCTRPERM" not in text, "this machine does not let ncu read the GPU's counters"
         metrics = profiled_metrics(text)
-        missing = [kernel for kernel in PROFILED_KERNELS[name] if len(metrics.get(kernel, [])) < 6]
+        missing = [kernel for kernel in PROFILED_KERNELS[name] if len(metrics.get(kernel, [])) < 6]  # six asked for
         assert not missing, f"the profiler cell printed no metrics for {missing}; it printed {metrics}"
