@@ -13,7 +13,7 @@ import tempfile
 
 from autograder import report
 from autograder.grade import grade
-from course import units
+from course.authoring import units
 
 
 def _grade_and_report(submission: str, unit, out: str, seed: int | None) -> bool:

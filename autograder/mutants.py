@@ -1,6 +1,6 @@
 """Wrong submissions kept to prove the hidden suite catches each mistake.
 
-autograder/mutants/<unit>.toml lists mutants: edits to the reference solution and
+solutions/<unit>/mutants.toml lists mutants: edits to the reference solution and
 the exact tests each must lose (fnmatch patterns, minus `keeps`), on a machine
 with a GPU. On a machine without one, the CUDA tests are not run and only the
 rest are compared.
@@ -12,10 +12,7 @@ import os
 import tomllib
 from dataclasses import dataclass
 
-from course.units import Unit
-
-MUTANTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mutants")
-
+from course.authoring.units import Unit
 
 @dataclass(frozen=True)
 class Mutant:
@@ -33,7 +30,7 @@ class Mutant:
 
 
 def load(unit: Unit) -> dict[str, Mutant]:
-    path = os.path.join(MUTANTS, unit.name + ".toml")
+    path = unit.mutants_path
     if not os.path.exists(path):
         return {}
     with open(path, "rb") as handle:

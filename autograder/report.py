@@ -12,7 +12,7 @@ import subprocess
 
 import torch
 
-from autograder.grade import Grade
+from autograder.results import Grade
 
 
 def machine_info() -> dict:

@@ -7,7 +7,7 @@ import shutil
 import zipfile
 
 from course.notebook import SOURCE_MAGIC
-from course.units import Unit
+from course.authoring.units import Unit
 
 _WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")
 MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source file
@@ -15,6 +15,17 @@ MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source fil
 
 class SubmissionError(ValueError):
     pass
+
+
+def unit_file(path: str, unit: Unit) -> str | None:
+    """The unit file that `path` (in a zip, a folder or a notebook cell) is, if any: the
+    longest of the unit's files that ends the path. A package's files keep their folders."""
+    parts = path.replace("\\", "/").strip("/").split("/")
+    for start in range(len(parts)):
+        candidate = "/".join(parts[start:])
+        if candidate in unit.files:
+            return candidate
+    return None
 
 
 def _cells_to_files(notebook: dict, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
@@ -31,8 +42,8 @@ def _cells_to_files(notebook: dict, unit: Unit) -> tuple[dict[str, str], dict[st
         first, _, body = source.partition("\n")
         parts = first.split()
         if len(parts) == 2 and parts[0] in _WRITE_MAGICS:
-            name = os.path.basename(parts[1])
-            if name in unit.files:
+            name = unit_file(parts[1], unit)
+            if name:
                 files[name] = body
     return files, answers
 
@@ -41,12 +52,12 @@ def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
     files, answers = {}, {}
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
-            name = os.path.basename(info.filename)
+            name = unit_file(info.filename, unit)
             if info.file_size > MAX_SOURCE_BYTES:
                 continue
-            if name in unit.files:
+            if name:
                 files[name] = archive.read(info).decode("utf-8", errors="replace")
-            elif name.endswith(".ipynb") and info.file_size < 50 * MAX_SOURCE_BYTES:
+            elif info.filename.endswith(".ipynb") and info.file_size < 50 * MAX_SOURCE_BYTES:
                 _, answers = _cells_to_files(json.loads(archive.read(info)), unit)
     return files, answers
 
@@ -56,9 +67,10 @@ def read_submission(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, st
     if os.path.isdir(path):
         files = {}
         for root, _, names in os.walk(path):
-            for name in names:
-                full = os.path.join(root, name)
-                if name in unit.files and os.path.getsize(full) <= MAX_SOURCE_BYTES:
+            for entry in names:
+                full = os.path.join(root, entry)
+                name = unit_file(os.path.relpath(full, path), unit)
+                if name and os.path.getsize(full) <= MAX_SOURCE_BYTES:
                     with open(full, encoding="utf-8", errors="replace") as handle:
                         files[name] = handle.read()
         return files, {}
@@ -84,6 +96,8 @@ def materialize(path: str, unit: Unit, dest: str) -> tuple[list[str], dict[str, 
             else:
                 missing.append(name)
                 continue
-        with open(os.path.join(dest, name), "w", encoding="utf-8") as handle:
+        path = os.path.join(dest, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
             handle.write(files[name])
     return missing, answers

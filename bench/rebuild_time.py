@@ -11,8 +11,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course import units  # noqa: E402
-from course.build import build_extension  # noqa: E402
+from course.authoring import units  # noqa: E402
+from course.loading import build_and_load  # noqa: E402
 
 
 def main() -> None:
@@ -22,15 +22,14 @@ def main() -> None:
     unit = units.load(args.unit)
     folder = tempfile.mkdtemp(prefix="rebuild_")
     unit.write("solution", folder)
-    sources = [os.path.join(folder, f) for f in unit.built]
-    build_dir = os.path.join(folder, "build")
-    _, cold = build_extension(unit.name, sources, build_dir)
-    _, unchanged = build_extension(unit.name, sources, build_dir)
-    kernel = next(s for s in sources if s.endswith(".cu"))
+    plan, build_dir = unit.plan(), os.path.join(folder, "build")
+    _, cold = build_and_load(plan, folder, build_dir)
+    _, unchanged = build_and_load(plan, folder, build_dir)
+    kernel = os.path.join(folder, next(f for f in plan.compiled if f.endswith(".cu")))
     with open(kernel, "a") as handle:
         handle.write("\n// an edit\n")
     time.sleep(0.01)
-    module, edited = build_extension(unit.name, sources, build_dir)
+    module, edited = build_and_load(plan, folder, build_dir)
     print(f"rebuild [{unit.name}]: cold {cold:.1f} s | nothing changed {unchanged:.1f} s | "
           f".cu edited {edited:.1f} s (same process, module name kept: {module.__name__})")
 

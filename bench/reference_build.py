@@ -2,8 +2,8 @@
 import os
 import tempfile
 
-from course import units
-from course.build import build_extension
+from course.authoring import units
+from course.loading import build_and_load
 
 
 def build_reference(unit_name: str):
@@ -11,4 +11,4 @@ def build_reference(unit_name: str):
     unit = units.load(unit_name)
     folder = tempfile.mkdtemp(prefix=f"{unit_name}_")
     unit.write("solution", folder)
-    return build_extension(unit.name, [os.path.join(folder, f) for f in unit.built], os.path.join(folder, "build"))
+    return build_and_load(unit.plan(), folder, os.path.join(folder, "build"))

@@ -1,30 +1,72 @@
-"""Build a unit's C++/CUDA sources into an importable module.
+"""Build a unit's files: JIT-compiled with ninja, a wheel from the student's package, or
+nothing to build (Python and Triton). Loading what was built is course/loading.py's job.
 
-Shared by the notebooks (in-process, fast edit-rebuild loop) and the autograder
-(in a child process, with a time limit).
+Shared by the notebooks (in-process, fast edit-rebuild loop), the tests and the autograder
+(in a child process with a time limit: `python -m course.build`).
 
-Why not call `torch.utils.cpp_extension.load` twice in one process: the second
-call renames the module to `name_v1`, which changes every compile command, so
-ninja recompiles everything. Here the module name and flags never change; ninja
-rebuilds only the edited files, and each build is imported from a fresh copy of
-the library (the same path would return the module already loaded).
+Why not call `torch.utils.cpp_extension.load` twice in one process: the second call renames
+the module to `name_v1`, which changes every compile command, so ninja recompiles
+everything. Here the module name and flags never change, and ninja rebuilds only the edited
+files.
 """
 from __future__ import annotations
 
 import contextlib
 import glob
-import importlib.util
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 EXTRA_CFLAGS = ["-O3"]
 EXTRA_CUDA_CFLAGS = ["-O3", "-lineinfo"]
 LIB_EXT = ".so"
+BUILD_KINDS = ("jit", "wheel", "none")
+LOAD_KINDS = ("pybind", "torch_ops", "python")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a unit's files become what its tests call (unit.toml says which kinds)."""
+
+    name: str                       # the unit: also the module name of a jit build
+    build: str = "jit"              # jit: .cpp/.cu compiled with ninja; wheel: `pip wheel` of the
+                                    # student's package; none: nothing to compile
+    load: str = "pybind"            # pybind: the compiled module; torch_ops: torch.ops.<namespace>;
+                                    # python: the Python files (or the package) alone
+    files: tuple[str, ...] = ()     # the unit's files, in order; for a wheel, the package's
+    namespace: str = ""             # torch_ops: the TORCH_LIBRARY namespace
+    package: str = ""               # wheel: the import name of the package
+
+    @property
+    def compiled(self) -> list[str]:
+        return [f for f in self.files if f.endswith((".cpp", ".cu"))] if self.build == "jit" else []
+
+    @property
+    def python(self) -> list[str]:
+        """The Python files the loader imports, in order; the last is the entry point."""
+        return [f for f in self.files if f.endswith(".py")] if self.build != "wheel" else []
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        data = json.loads(text)
+        return cls(**{**data, "files": tuple(data["files"])})
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build left behind: a jit library, or the folder a wheel was installed into."""
+
+    library: str = ""
+    prefix: str = ""
 
 
 @dataclass
@@ -52,7 +94,7 @@ def first_errors(log: str, limit: int = 3, context: int = 2) -> list[str]:
             found.append("\n".join(lines[index:index + 1 + context]).rstrip())
             if len(found) == limit:
                 break
-    if not found:  # a linker or ninja error: show the lines that say "error"
+    if not found:  # a linker, ninja or packaging error: show the lines that say "error"
         found = [line for line in lines if "error" in line.lower()][:limit]
     return found
 
@@ -85,6 +127,9 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
     # Forget earlier builds of this name in this process: the name (and so every compile
     # command) stays the same, and ninja decides what to rebuild from file times.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(name, None)
+    # load() has no public way to build without loading, and loading here would import a
+    # pybind module under a cached name or register a TORCH_LIBRARY namespace for good:
+    # course/loading.py loads, from a fresh copy of the library.
     importer = cpp_extension._import_module_from_library
     cpp_extension._import_module_from_library = lambda module_name, path, is_python_module: os.path.join(
         path, module_name + LIB_EXT)
@@ -106,77 +151,51 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
         cpp_extension._import_module_from_library = importer
 
 
-def _forget_loaded_module(name: str) -> None:
-    """pybind11 3 keeps each module it has created, by name, in the interpreter's state dict
-    and hands that one back to a later import of the same name, even from another library.
-    Forget it, so the rebuilt library's module is the one created."""
-    import ctypes
-
-    api = ctypes.pythonapi
-    api.PyInterpreterState_Get.restype = ctypes.c_void_p
-    # The dict is a borrowed reference: a py_object restype would make ctypes drop one
-    # reference per call and eventually free the interpreter's state dict.
-    api.PyInterpreterState_GetDict.restype = ctypes.c_void_p
-    api.PyInterpreterState_GetDict.argtypes = [ctypes.c_void_p]
-    address = api.PyInterpreterState_GetDict(api.PyInterpreterState_Get())
-    state = ctypes.cast(address, ctypes.py_object).value if address else None
-    cache = state.get("__pybind11_module_cache") if isinstance(state, dict) else None
-    if isinstance(cache, dict):
-        cache.pop(name, None)
+def _pip(*args: str, verbose: bool) -> str:
+    """Run pip offline in a child; return its output, or raise BuildError with its errors."""
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    result = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, env=env)
+    log = result.stdout + result.stderr
+    if verbose:
+        print(log)
+    if result.returncode != 0:
+        raise BuildError(f"pip {args[0]} failed: {hint_for(log)}", log, first_errors(log))
+    return log
 
 
-def import_extension(name: str, library: str):
-    """Import the library at `library` as module `name`, from a fresh copy so a rebuilt
-    library is really loaded (the dynamic loader caches by path, pybind11 by name)."""
-    loaded_dir = os.path.join(os.path.dirname(library), "loaded")
-    os.makedirs(loaded_dir, exist_ok=True)
-    copy = os.path.join(loaded_dir, f"{name}.{time.time_ns()}{LIB_EXT}")
-    shutil.copyfile(library, copy)
-    spec = importlib.util.spec_from_file_location(name, copy)
-    _forget_loaded_module(name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for old in glob.glob(os.path.join(loaded_dir, f"{name}.*{LIB_EXT}")):
-        if old != copy:
-            with contextlib.suppress(OSError):
-                os.remove(old)  # already mapped copies stay valid after unlink
-    return module
+def build_wheel(package_dir: str, build_dir: str, *, verbose: bool = False) -> str:
+    """Build the package in `package_dir` (its pyproject.toml or setup.py) into a wheel and
+    install it into a fresh folder of its own; return that folder (put it on sys.path).
+    No build isolation and no index: the build uses the torch already installed, offline."""
+    dist = os.path.join(build_dir, "dist")
+    shutil.rmtree(dist, ignore_errors=True)
+    _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, package_dir, verbose=verbose)
+    wheels = glob.glob(os.path.join(dist, "*.whl"))
+    if len(wheels) != 1:
+        raise BuildError(f"pip wheel made {len(wheels)} wheels in {dist}, expected one")
+    prefix = os.path.join(build_dir, f"prefix.{time.time_ns()}")  # a new folder per build: see loading.py
+    _pip("install", "--no-deps", "--no-index", "--no-compile", "--target", prefix, wheels[0], verbose=verbose)
+    return prefix
 
 
-def import_python_sources(name: str, extension, python_sources: list[str]):
-    """Make the extension importable as `name`, then (re)load the unit's Python files in
-    order, each able to `import <name>` and the files before it. Returns the last one."""
-    sys.modules[name] = extension
-    module = extension
-    for path in python_sources:
-        module_name = os.path.splitext(os.path.basename(path))[0]
-        spec = importlib.util.spec_from_file_location(module_name, os.path.abspath(path))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return module
+def build(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
+          extra_cuda_cflags: list[str] = ()) -> Built:
+    """Build the unit's files in source_dir, as its plan says, in this process."""
+    if plan.build == "jit":
+        sources = [os.path.join(source_dir, f) for f in plan.compiled]
+        return Built(library=compile_extension(plan.name, sources, build_dir, verbose=verbose,
+                                               extra_cuda_cflags=extra_cuda_cflags))
+    if plan.build == "wheel":
+        return Built(prefix=build_wheel(source_dir, build_dir, verbose=verbose))
+    return Built()
 
 
-def split_sources(sources: list[str]) -> tuple[list[str], list[str]]:
-    """(compiled .cpp/.cu files, Python files); headers are neither."""
-    return ([s for s in sources if s.endswith((".cpp", ".cu"))], [s for s in sources if s.endswith(".py")])
-
-
-def build_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False,
-                    extra_cuda_cflags: list[str] = ()):
-    """Compile and import in this process. `sources` may include the unit's Python files:
-    then the last of them is returned (it is the op's entry point). Returns (module, seconds)."""
-    start = time.perf_counter()
-    compiled, python = split_sources(sources)
-    library = compile_extension(name, compiled, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
-    module = import_python_sources(name, import_extension(name, library), python)
-    return module, time.perf_counter() - start
-
-
-def compile_in_subprocess(name: str, sources: list[str], build_dir: str, *, timeout: float,
-                          env: dict | None = None) -> str:
-    """Compile in a child process with a time limit (the autograder's way). Returns the library path."""
-    command = [sys.executable, "-m", "course.build", name, build_dir, *map(os.path.abspath, sources)]
+def build_in_subprocess(plan: Plan, source_dir: str, build_dir: str, *, timeout: float,
+                        env: dict | None = None) -> Built:
+    """Build in a child process with a time limit (the autograder's way)."""
+    os.makedirs(build_dir, exist_ok=True)
+    command = [sys.executable, "-m", "course.build", plan.to_json(), os.path.abspath(source_dir),
+               os.path.abspath(build_dir)]
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child_env = dict(env or os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, child_env.get("PYTHONPATH")]))
@@ -185,28 +204,30 @@ def compile_in_subprocess(name: str, sources: list[str], build_dir: str, *, time
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_group(process)
         remove_stale_lock(build_dir)
-        raise BuildError(f"build of {name} took longer than {timeout:.0f} s and was stopped") from None
+        raise BuildError(f"build of {plan.name} took longer than {timeout:.0f} s and was stopped") from None
     log = output.decode(errors="replace")
-    library = os.path.join(build_dir, name + LIB_EXT)
-    if process.returncode != 0 or not os.path.exists(library):
-        raise BuildError(f"build of {name} failed: {hint_for(log)}", log, first_errors(log))
-    return library
+    result = os.path.join(build_dir, "built.json")
+    if process.returncode != 0 or not os.path.exists(result):
+        raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
+    with open(result) as handle:
+        return Built(**json.load(handle))
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    import signal
-
+def kill_group(process: subprocess.Popen) -> None:
+    """Kill a child started with start_new_session=True and everything it started."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
 
 
-if __name__ == "__main__":  # python -m course.build NAME BUILD_DIR SOURCE...
-    name, build_dir, *sources = sys.argv[1:]
+if __name__ == "__main__":  # python -m course.build PLAN_JSON SOURCE_DIR BUILD_DIR
+    plan_json, source_dir, build_dir = sys.argv[1:]
     try:
-        compile_extension(name, sources, build_dir, verbose=True)
+        built = build(Plan.from_json(plan_json), source_dir, build_dir, verbose=True)
     except BuildError as error:
-        print(error.log)
+        print(error.log or error.summary)
         sys.exit(1)
+    with open(os.path.join(build_dir, "built.json"), "w") as handle:
+        json.dump(asdict(built), handle)

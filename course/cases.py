@@ -13,6 +13,7 @@ the timed calls are right. Its `needs` name cases that must pass before it is ti
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ class Case:
     error_words: tuple[str, ...] = ()            # an "error" case: words its message must contain
     hint: str = ""                 # shown when the case fails: what to look at
     timeout: float = 30.0          # seconds for this case in the autograder's child
-    needs: tuple[str, ...] = ()    # cases that must pass before this one runs (they run earlier)
+    needs: tuple[str, ...] = ()    # cases that must pass before this one runs (names or fnmatch patterns)
 
     @property
     def input_sets(self) -> int:
@@ -58,10 +59,16 @@ def make_input_sets(spec, case: Case, seed: int) -> list[dict]:
     return [spec.make_inputs(case, generator_for(case, seed, index)) for index in range(case.input_sets)]
 
 
+def needed(case: Case, cases: list[Case]) -> list[str]:
+    """The names of the cases `case` needs, its patterns matched against `cases` (the public
+    suite's or the whole one's: the same perf case needs what each of them holds)."""
+    return [other.name for other in cases
+            if other is not case and any(fnmatch.fnmatchcase(other.name, need) for need in case.needs)]
+
+
 def check_needs(cases: list[Case]) -> None:
     """A case may only need cases that exist: a misspelt name would cost every student the points."""
-    names = {case.name for case in cases}
     for case in cases:
-        unknown = [name for name in case.needs if name not in names]
+        unknown = [need for need in case.needs if not any(fnmatch.fnmatchcase(c.name, need) for c in cases)]
         if unknown:
             raise ValueError(f"case {case.name} needs unknown case(s) {', '.join(unknown)}")

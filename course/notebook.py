@@ -5,7 +5,6 @@ Everything here runs inside the student's notebook (Colab or Jupyter).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import time
 import zipfile
 
 BUILD_ROOT = "build"
+UNITS_DIR = "course_units"  # where the runtime cell writes the units' public tests
 SOURCE_MAGIC = "%%writefile_if_changed"  # the cell magic that writes a source file
 
 
@@ -99,13 +99,16 @@ class BuildFailed(RuntimeError):
     pass
 
 
-def build_unit(unit: str, sources: list[str]):
-    """Build the unit's sources (in the folder named after the unit) and return the module."""
-    from course.build import BuildError, build_extension
+def build_unit(unit: str, files: list[str], build: str = "jit", load: str = "pybind", namespace: str = "",
+               package: str = ""):
+    """Build the unit's files (in the folder named after the unit) and return what its tests
+    call; run again after an edit, it rebuilds what changed and loads the new code."""
+    from course.build import BuildError, Plan
+    from course.loading import build_and_load
 
-    paths = [os.path.join(unit, s) for s in sources]
+    plan = Plan(unit, build, load, tuple(files), namespace, package)
     try:
-        module, seconds = build_extension(unit, paths, os.path.join(BUILD_ROOT, unit))
+        module, seconds = build_and_load(plan, unit, os.path.join(BUILD_ROOT, unit))
     except BuildError as error:
         print(error.summary)
         for entry in error.errors:
@@ -120,10 +123,10 @@ class PublicTestsFailed(AssertionError):
 
 
 def run_public_tests(unit: str, module, seed: int | None = None) -> None:
-    from course.public import run_public_tests as run
+    from course.public import run_cases
+    from course.suites import import_suite
 
-    spec = importlib.import_module(f"course_public.{unit}")
-    if not run(spec, module, seed=seed):
+    if not run_cases(import_suite(UNITS_DIR, unit, hidden=False), module, seed=seed):
         raise PublicTestsFailed("some public tests failed: read the messages above")
 
 

@@ -46,7 +46,7 @@ case "$stage" in
         exit 2
       fi
     done
-    python3 -m course.generate --check 2>&1 | tee "$OUT/generate.txt"
+    python3 -m course.authoring.generate --check 2>&1 | tee "$OUT/generate.txt"
     # Tests whose grade depends on timings run alone, first: parallel workers sharing the GPU
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
     # -v names each test as it ends: a run stopped at its time limit still says what passed.
@@ -84,7 +84,7 @@ case "$stage" in
     status=0
     for unit in "$@"; do
       start=$(date +%s)
-      python3 -m course.run_notebook "notebooks/instructor/$unit.ipynb" "/tmp/notebook_$unit" --fresh \
+      python3 -m course.authoring.run_notebook "notebooks/instructor/$unit.ipynb" "/tmp/notebook_$unit" --fresh \
         > "$OUT/notebook_$unit.txt" 2>&1
       rc=$?
       [ $rc -eq 0 ] || status=1

@@ -5,7 +5,7 @@
 # compiling, so a second worker keeps both cores busy (PYTEST_WORKERS=0 runs serially).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m course.generate --check
+python3 -m course.authoring.generate --check
 workers="${PYTEST_WORKERS:-2}"
 parallel=()
 if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers"); fi

@@ -16,6 +16,14 @@ if "TORCH_CUDA_ARCH_LIST" not in os.environ:
 HAS_GPU = torch.cuda.is_available()
 
 
+def pytest_configure(config):
+    # A marker per unit (day01, day02, ...), from the unit folders: `-m day03` runs one unit.
+    from course.authoring import units
+
+    for unit in units.all_units():
+        config.addinivalue_line("markers", f"{unit.day}: the {unit.name} unit")
+
+
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:

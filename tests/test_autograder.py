@@ -10,10 +10,10 @@ import pytest
 from autograder import mutants, report
 from autograder.grade import grade
 from conftest import HAS_GPU
-from course import units
+from course.authoring import units
 
 pytestmark = pytest.mark.autograder
-UNITS = [u for u in units.all_units() if os.path.exists(u.spec_path())]
+UNITS = [u for u in units.all_units() if u.has_tests()]
 
 
 def _grade(unit, source_dir, tmp_path, seed=7):
@@ -65,7 +65,7 @@ def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
     ran = [t.name for t in result.tests if not t.not_run]
     assert _failed(result) == mutant.expected_losses(ran), report.table(result)
     if mutant.perf_partial:  # slower than the reference, not broken: some of the perf points
-        perf = {case.name for case in unit.load_spec().CASES if case.kind == "perf"}
+        perf = {case.name for case in unit.tests().CASES if case.kind == "perf"}
         earned = sum(t.score for t in result.tests if t.name in perf)
         possible = sum(t.max_score for t in result.tests if t.name in perf)
         assert 0 < earned < possible, report.table(result)
@@ -89,7 +89,7 @@ def test_notebook_and_zip_submissions_are_read(tmp_path):
     from autograder.submission import read_submission
 
     unit = units.load("day02_layernorm_forward")
-    notebook = nbformat.read(os.path.join(units.NOTEBOOKS, "instructor", f"{unit.name}.ipynb"), as_version=4)
+    notebook = nbformat.read(os.path.join(unit.repo, "notebooks", "instructor", f"{unit.name}.ipynb"), as_version=4)
     answer_cell = next(c for c in notebook.cells if c.metadata.get("course", {}).get("answer"))
     answer_cell.source = "*Your answer:* because"
     path = tmp_path / "submission.ipynb"

@@ -2,7 +2,7 @@
 import ctypes
 import sys
 
-from course.build import _forget_loaded_module
+from course.loading import _forget_loaded_module
 
 
 def _state_dict():

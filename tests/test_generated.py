@@ -4,15 +4,15 @@ import os
 import nbformat
 import pytest
 
-from course import generate, units
-from course.generate import SOURCE_MAGIC
+from course.authoring import generate, units
+from course.authoring.generate import SOURCE_MAGIC
 
 UNITS = [u.name for u in units.all_units()]
 
 
 def test_generated_files_are_up_to_date(capsys):
     stale = generate.main(["--check"])
-    assert stale == 0, "stale generated files (run python -m course.generate):\n" + capsys.readouterr().out
+    assert stale == 0, "stale generated files (run python -m course.authoring.generate):\n" + capsys.readouterr().out
 
 
 def test_check_names_the_stale_file_when_a_solution_changes(monkeypatch, capsys):
@@ -34,24 +34,24 @@ def _source_cells(path):
     for cell in nbformat.read(path, as_version=4).cells:
         first, _, body = cell.source.partition("\n")
         if cell.cell_type == "code" and first.startswith(SOURCE_MAGIC):
-            cells[os.path.basename(first.split()[1])] = body
+            cells[first.split()[1].split("/", 1)[1]] = body  # unit/file
     return cells
 
 
 @pytest.mark.parametrize("name", UNITS)
 def test_student_notebook_writes_exactly_the_template_files(name):
     unit = units.load(name)
-    cells = _source_cells(os.path.join(units.NOTEBOOKS, f"{name}.ipynb"))
+    cells = _source_cells(os.path.join(unit.repo, "notebooks", f"{name}.ipynb"))
     assert sorted(cells) == sorted(unit.files)
     for file, body in cells.items():
-        with open(os.path.join(units.TEMPLATES, name, file), encoding="utf-8") as handle:
+        with open(os.path.join(unit.repo, "src_templates", name, file), encoding="utf-8") as handle:
             assert body == handle.read(), f"{file} in the notebook differs from src_templates"
 
 
 @pytest.mark.parametrize("name", UNITS)
 def test_instructor_notebook_writes_the_solution(name):
     unit = units.load(name)
-    cells = _source_cells(os.path.join(units.NOTEBOOKS, "instructor", f"{name}.ipynb"))
+    cells = _source_cells(os.path.join(unit.repo, "notebooks", "instructor", f"{name}.ipynb"))
     assert {f: cells[f] for f in unit.files} == {f: unit.solution(f) for f in unit.files}
 
 

@@ -5,21 +5,12 @@ import shutil
 import pytest
 import torch
 
-from course import units
-from course.run_notebook import outputs_text, run
+from course.authoring import units
+from course.authoring.run_notebook import outputs_text, run
 
 pytestmark = pytest.mark.notebook
 UNITS = [u.name for u in units.all_units()]
 NCU = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-
-# What a notebook's profiler cell must print where a GPU and ncu ran it: every kernel it
-# launches, each with its metrics.
-PROFILED_KERNELS = {
-    "day05_layernorm_performance": [
-        "layernorm_forward_kernel", "layernorm_forward_warp_kernel", "layernorm_forward_vectorized_kernel",
-        "layernorm_forward_registers_kernel", "layernorm_backward_dx_kernel", "param_partials_kernel",
-        "param_sums_kernel", "layernorm_backward_fused_kernel", "sum_partials_kernel"],
-}
 
 
 def profiled_metrics(text: str) -> dict[str, list[str]]:
@@ -35,7 +26,7 @@ def profiled_metrics(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("name", UNITS)
 def test_student_notebook_stops_at_the_public_tests_with_todo_messages(name, tmp_path):
-    ok, notebook, error = run(os.path.join(units.NOTEBOOKS, f"{name}.ipynb"), str(tmp_path))
+    ok, notebook, error = run(os.path.join(units.REPO, "notebooks", f"{name}.ipynb"), str(tmp_path))
     text = outputs_text(notebook)
     assert not ok and "PublicTestsFailed" in error, error[-2000:]
     assert f"Built {name}" in text  # the starter code compiles as given
@@ -44,12 +35,15 @@ def test_student_notebook_stops_at_the_public_tests_with_todo_messages(name, tmp
 
 @pytest.mark.parametrize("name", UNITS)
 def test_instructor_notebook_runs_to_the_end(name, tmp_path):
-    ok, notebook, error = run(os.path.join(units.NOTEBOOKS, "instructor", f"{name}.ipynb"), str(tmp_path))
+    ok, notebook, error = run(os.path.join(units.REPO, "notebooks", "instructor", f"{name}.ipynb"), str(tmp_path))
     text = outputs_text(notebook)
     assert ok, error[-3000:]
     assert "public tests passed" in text and (tmp_path / f"submission_{name}.zip").exists()
-    if torch.cuda.is_available() and os.path.exists(NCU) and name in PROFILED_KERNELS:
+    # What a notebook's profiler cell must print where a GPU and ncu ran it: every kernel it
+    # launches (unit.toml's [notebook] profiled_kernels), each with its metrics.
+    profiled = units.load(name).profiled_kernels
+    if torch.cuda.is_available() and os.path.exists(NCU) and profiled:
         assert "ERR_NVGPUCTRPERM" not in text, "this machine does not let ncu read the GPU's counters"
         metrics = profiled_metrics(text)
-        missing = [kernel for kernel in PROFILED_KERNELS[name] if len(metrics.get(kernel, [])) < 6]  # six asked for
+        missing = [kernel for kernel in profiled if len(metrics.get(kernel, [])) < 6]  # six asked for
         assert not missing, f"the profiler cell printed no metrics for {missing}; it printed {metrics}"

@@ -19,7 +19,7 @@ from course.cases import Case, check_needs, make_input_sets
 from course.harness import empty_is_nan, execute
 from course.judge import perf_fraction
 from course.public import run_case
-from course.units import Unit
+from course.authoring.units import Unit
 
 pytestmark = pytest.mark.autograder
 

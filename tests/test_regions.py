@@ -1,6 +1,6 @@
 import pytest
 
-from course import regions
+from course.authoring import regions
 
 SOURCE = """int f() {
   // BEGIN SOLUTION
@@ -9,9 +9,6 @@ SOURCE = """int f() {
   return 0;  // TODO(day00): the answer
   // END SOLUTION
 }
-# BEGIN HIDDEN
-secret
-# END HIDDEN
 """
 
 
@@ -23,11 +20,6 @@ def test_solution_keeps_the_answer_and_drops_stubs_and_markers():
 def test_template_has_the_stub_instead_of_the_answer():
     text = regions.template_text(SOURCE)
     assert "return 0;  // TODO(day00)" in text and "42" not in text and "STUB" not in text
-
-
-def test_public_text_drops_hidden_blocks_only():
-    text = regions.public_text(SOURCE)
-    assert "secret" not in text and "return 42;" in text
 
 
 def test_stubs_lists_each_region_stub():

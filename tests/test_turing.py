@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import torch
 
-from course import units
-from course.build import build_extension
+from course.authoring import units
+from course.loading import build_and_load
 from course.harness import _to_device
 from course.public import run_case
 from helpers import load_spec
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 TURING_ARCH_LIST = "7.5+PTX"
 T4_SHARED_BYTES = 65536  # cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_75
-UNITS = [u for u in units.all_units() if os.path.exists(u.spec_path())]
+UNITS = [u for u in units.all_units() if u.has_tests()]
 PERF_UNIT = "day05_layernorm_performance"
 
 _built = {}
@@ -35,8 +35,8 @@ def turing_build(name: str, root: str):
         unit.write("solution", source_dir)
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("TORCH_CUDA_ARCH_LIST", TURING_ARCH_LIST)
-            module, _ = build_extension(name, [os.path.join(source_dir, f) for f in unit.built], build_dir,
-                                        extra_cuda_cflags=[f"-DLAYERNORM_MAX_SHARED_BYTES={T4_SHARED_BYTES}"])
+            module, _ = build_and_load(unit.plan(), source_dir, build_dir,
+                                       extra_cuda_cflags=[f"-DLAYERNORM_MAX_SHARED_BYTES={T4_SHARED_BYTES}"])
         _built[name] = module, os.path.join(build_dir, name + ".so")
     return _built[name]
 

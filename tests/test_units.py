@@ -8,11 +8,11 @@ import subprocess
 import pytest
 
 from conftest import HAS_GPU
-from course import units
+from course.authoring import units
 from course.public import run_case
-from helpers import build_unit, load_spec
+from helpers import built_unit, load_spec
 
-UNITS = [u for u in units.all_units() if os.path.exists(u.spec_path())]
+UNITS = [u for u in units.all_units() if u.has_tests()]
 DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
 
 
@@ -25,14 +25,14 @@ def _cases():
 
 @pytest.mark.parametrize("unit, case", list(_cases()))
 def test_solution_passes(unit, case, build_root):
-    module, _ = build_unit(unit.name, "solution", build_root)
+    module, _ = built_unit(unit.name, "solution", build_root)
     verdict = run_case(load_spec(unit.name), module, case, seed=1234)
     assert verdict.passed, verdict.message
 
 
 @pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
 def test_template_builds_and_fails_with_todo_messages(unit, build_root):
-    module, _ = build_unit(unit.name, "template", build_root)
+    module, _ = built_unit(unit.name, "template", build_root)
     spec = load_spec(unit.name)
     for case in load_spec(unit.name, public_only=True).CASES:
         if case.device in DEVICES and case.kind == "values":
@@ -90,13 +90,12 @@ def test_kernel_compiles_for_turing_and_hopper(unit, file, kind, arch, nvcc, tmp
 def test_rebuilding_in_the_same_process_runs_the_new_code(unit, tmp_path):
     """The notebook's loop: build the starter code, fill the TODOs, build again in the same
     Python process and folder. The second module must be the new code, with no old TODOs."""
-    from course.build import build_extension
+    from course.loading import build_and_load
 
     spec = load_spec(unit.name)
     case = next(c for c in spec.CASES if c.device == "cpu" and c.kind == "values")
-    sources = [str(tmp_path / "src" / f) for f in unit.built]
     for kind, should_pass in (("template", False), ("solution", True)):
         unit.write(kind, str(tmp_path / "src"))
-        module, _ = build_extension(unit.name, sources, str(tmp_path / "build"))
+        module, _ = build_and_load(unit.plan(), str(tmp_path / "src"), str(tmp_path / "build"))
         verdict = run_case(spec, module, case, seed=2)
         assert verdict.passed == should_pass, (kind, verdict.message)

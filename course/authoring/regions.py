@@ -8,14 +8,13 @@ A solution file marks what students write:
     ...what the starter code has instead (optional)...
     // END SOLUTION
 
-`#` works in place of `//` for Python. A spec marks instructor-only parts with
-BEGIN HIDDEN / END HIDDEN; those are dropped from everything students get.
+`#` works in place of `//` for Python.
 """
 from __future__ import annotations
 
 import re
 
-_MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION|BEGIN HIDDEN|END HIDDEN)\s*$")
+_MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION)\s*$")
 
 
 class RegionError(ValueError):
@@ -23,15 +22,13 @@ class RegionError(ValueError):
 
 
 def _split(text: str, path: str):
-    """Yield (kind, lines) blocks: kind is 'plain', 'solution', 'stub' or 'hidden'."""
+    """Yield (kind, lines) blocks: kind is 'plain', 'solution' or 'stub'."""
     state, block, start = "plain", [], 0
     transitions = {
         ("plain", "BEGIN SOLUTION"): "solution",
         ("solution", "STUB"): "stub",
         ("solution", "END SOLUTION"): "plain",
         ("stub", "END SOLUTION"): "plain",
-        ("plain", "BEGIN HIDDEN"): "hidden",
-        ("hidden", "END HIDDEN"): "plain",
     }
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         match = _MARKER.match(line)
@@ -54,17 +51,12 @@ def _render(text: str, path: str, keep: set[str]) -> str:
 
 def solution_text(text: str, path: str = "<text>") -> str:
     """The complete reference: solutions kept, stubs and markers dropped."""
-    return _render(text, path, {"plain", "solution", "hidden"})
+    return _render(text, path, {"plain", "solution"})
 
 
 def template_text(text: str, path: str = "<text>") -> str:
     """What students start from: each solution replaced by its stub."""
-    return _render(text, path, {"plain", "stub", "hidden"})
-
-
-def public_text(text: str, path: str = "<text>") -> str:
-    """A spec without its hidden parts."""
-    return _render(text, path, {"plain", "solution"})
+    return _render(text, path, {"plain", "stub"})
 
 
 def stubs(text: str, path: str = "<text>") -> list[str]:

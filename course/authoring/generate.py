@@ -1,7 +1,8 @@
 """Generate what students and instructors get from solutions/ (the one source of truth).
 
-    python -m course.generate          write src_templates/ and notebooks/
-    python -m course.generate --check  exit 1, naming each stale or missing file
+    python -m course.authoring.generate          write src_templates/ and notebooks/
+    python -m course.authoring.generate --check  exit 1, naming each stale or missing file
+    python -m course.authoring.generate --repo DIR   another course folder (DIR/solutions/...)
 
 For each unit: src_templates/<unit>/ (starter sources), notebooks/<unit>.ipynb
 (student) and notebooks/instructor/<unit>.ipynb (solutions filled in).
@@ -15,15 +16,15 @@ import sys
 
 import nbformat
 
-from course import units
-from course.notebook import SOURCE_MAGIC
-from course.units import Unit
+from course.authoring import units
+from course.notebook import SOURCE_MAGIC, UNITS_DIR
+from course.authoring.units import Unit
 
 # The course code a notebook writes to disk before its first use: everything it
 # imports from `course`, and nothing instructors keep to themselves.
-RUNTIME_MODULES = ("__init__.py", "build.py", "cases.py", "harness.py", "judge.py", "public.py",
-                   "bench.py", "notebook.py")
-COURSE_DIR = os.path.join(units.REPO, "course")
+RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "suites.py", "harness.py", "judge.py",
+                   "public.py", "bench.py", "notebook.py")
+COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 _FENCE = re.compile(r"^```python\s*$")
 
@@ -33,8 +34,8 @@ def runtime_files(unit: Unit) -> dict[str, str]:
     for module in RUNTIME_MODULES:
         with open(os.path.join(COURSE_DIR, module), encoding="utf-8") as handle:
             files[f"course/{module}"] = handle.read()
-    files["course_public/__init__.py"] = ""
-    files[f"course_public/{unit.name}.py"] = unit.public_spec()
+    for path, text in unit.public_test_files().items():
+        files[f"{UNITS_DIR}/{path}"] = text
     return files
 
 
@@ -52,7 +53,6 @@ def _runtime_cell(unit: Unit) -> str:
 
 
 def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
-    built = ", ".join(repr(f) for f in unit.built)
     if name == "runtime":
         return "code", _runtime_cell(unit), {"cellView": "form"}
     if name == "setup":
@@ -63,8 +63,7 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
         text = unit.solution(argument) if solved else unit.template(argument)
         return "code", f"{SOURCE_MAGIC} {unit.name}/{argument}\n{text}", {}
     if name == "build":
-        return "code", (f"from course.notebook import build_unit\n\n"
-                        f"ext = build_unit({unit.name!r}, [{built}])"), {}
+        return "code", f"from course.notebook import build_unit\n\next = build_unit({_plan_arguments(unit)})", {}
     if name == "tests":
         return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext)", {}
     if name == "submit":
@@ -75,10 +74,19 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
     raise ValueError(f"{unit.name}/lesson.md: unknown directive {name!r}")
 
 
+def _plan_arguments(unit: Unit) -> str:
+    """build_unit's arguments for the unit: its name and files, and its kinds where not the defaults."""
+    plan = unit.plan()
+    arguments = [repr(plan.name), "[" + ", ".join(repr(f) for f in plan.files) + "]"]
+    defaults = {"build": "jit", "load": "pybind", "namespace": "", "package": ""}
+    arguments += [f"{key}={getattr(plan, key)!r}" for key, default in defaults.items() if getattr(plan, key) != default]
+    return ", ".join(arguments)
+
+
 def lesson_cells(unit: Unit, solved: bool) -> list:
     """Cells from the unit's lesson.md: prose becomes markdown, ```python blocks and
     <!-- directive --> lines become the cells they name."""
-    with open(os.path.join(units.SOLUTIONS, unit.name, "lesson.md"), encoding="utf-8") as handle:
+    with open(os.path.join(unit.folder, "lesson.md"), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     cells, prose, code = [], [], None
 
@@ -122,13 +130,14 @@ def lesson_cells(unit: Unit, solved: bool) -> list:
 
 
 def notebook_paths(unit: Unit) -> dict[str, bool]:
-    return {os.path.join(units.NOTEBOOKS, f"{unit.name}.ipynb"): False,
-            os.path.join(units.NOTEBOOKS, "instructor", f"{unit.name}.ipynb"): True}
+    notebooks = os.path.join(unit.repo, "notebooks")
+    return {os.path.join(notebooks, f"{unit.name}.ipynb"): False,
+            os.path.join(notebooks, "instructor", f"{unit.name}.ipynb"): True}
 
 
 def generated_files(unit: Unit) -> dict[str, str]:
     """Every generated path of the unit and the text it must hold."""
-    files = {os.path.join(units.TEMPLATES, unit.name, f): unit.template(f) for f in unit.files}
+    files = {os.path.join(unit.repo, "src_templates", unit.name, f): unit.template(f) for f in unit.files}
     for path, solved in notebook_paths(unit).items():
         files[path] = nbformat.writes(lesson_cells(unit, solved)) + "\n"
     _check_stubs(unit)
@@ -137,7 +146,7 @@ def generated_files(unit: Unit) -> dict[str, str]:
 
 def _check_stubs(unit: Unit) -> None:
     """Every piece left to students must say what to write."""
-    from course.regions import stubs
+    from course.authoring.regions import stubs
 
     tag = f"TODO({unit.day})"
     for file in unit.sources:
@@ -149,17 +158,18 @@ def _check_stubs(unit: Unit) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only report stale generated files")
+    parser.add_argument("--repo", default=units.REPO, help="the course folder (default: this one)")
     parser.add_argument("units", nargs="*", help="unit names (default: every unit)")
     args = parser.parse_args(argv)
     stale = []
-    for unit in units.all_units():
+    for unit in units.all_units(args.repo):
         if args.units and unit.name not in args.units:
             continue
         for path, text in generated_files(unit).items():
             current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
             if current == text:
                 continue
-            relative = os.path.relpath(path, units.REPO)
+            relative = os.path.relpath(path, args.repo)
             if args.check:
                 stale.append(relative)
             else:
@@ -168,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                     handle.write(text)
                 print("wrote", relative)
     for relative in stale:
-        print(f"stale: {relative} (run: python -m course.generate)")
+        print(f"stale: {relative} (run: python -m course.authoring.generate)")
     return 1 if stale else 0
 
 

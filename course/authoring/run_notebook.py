@@ -1,6 +1,6 @@
 """Execute a notebook top to bottom with nbclient, as "Run all" would, in a work folder.
 
-    python -m course.run_notebook NOTEBOOK WORKDIR [--timeout S]
+    python -m course.authoring.run_notebook NOTEBOOK WORKDIR [--timeout S]
 
 Prints each cell's output; exits 1 at the first failing cell, naming it.
 """

@@ -1,0 +1,43 @@
+"""day02 hidden cases: graded by the autograder, never shown to students. A test is visible
+if and only if public_tests.py defines it."""
+import torch
+
+from .public_tests import *  # noqa: F403 - the op, its inputs and the public cases
+from .public_tests import CASES as PUBLIC_CASES, _error, _values
+
+CASES = [
+    *PUBLIC_CASES,
+    _values("cpu_fp32_single_row", "cpu", (1, 768)),
+    _values("cpu_fp64_one_feature", "cpu", (5, 1), torch.float64),
+    _values("cpu_fp32_large_mean", "cpu", (16, 512), mean=300.0, std=1.0,
+            hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically"),
+    _values("cpu_empty_batch", "cpu", (0, 64)),
+    Case("cpu_own_code", "cpu_checks", "cpu", 1.0, dict(shape=(8, 256)), checks=(OWN_KERNEL,)),
+    Case("cpu_no_cached_results", "cpu_checks", "cpu", 1.0, dict(shape=(32, 384)), checks=(ROTATED,)),
+    _values("cuda_fp32_one_feature", "cuda", (3, 1)),
+    _values("cuda_fp32_7", "cuda", (100, 7), hint=TAIL_HINT),
+    _values("cuda_fp32_33", "cuda", (64, 33), hint=TAIL_HINT),
+    _values("cuda_fp32_768", "cuda", (257, 768)),
+    _values("cuda_fp32_4096", "cuda", (1000, 4096)),
+    _values("cuda_fp32_65536", "cuda", (3, 65536)),
+    _values("cuda_fp32_many_rows", "cuda", (70000, 32),
+            hint="more rows than one launch's blocks: loop over rows (grid-stride) or size the grid to B"),
+    _values("cuda_fp32_large_mean", "cuda", (64, 1024), mean=300.0, std=1.0,
+            hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically"),
+    _values("cuda_fp64_1000", "cuda", (13, 1000), torch.float64),
+    _values("cuda_empty_batch", "cuda", (0, 64)),
+    Case("cuda_every_element_written", "cuda_checks", "cuda", 1.0, dict(shape=(257, 1000)), checks=(POISON,),
+         hint="outputs start as NaN: every y, mean and rstd element must be written"),
+    Case("cuda_current_stream", "cuda_checks", "cuda", 1.0, dict(shape=(512, 1024)), checks=(SIDE_STREAM,),
+         hint="launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)"),
+    Case("cuda_no_cached_results", "cuda_checks", "cuda", 1.0, dict(shape=(64, 4096)), checks=(ROTATED,)),
+    Case("cuda_own_kernel", "cuda_checks", "cuda", 1.0, dict(shape=(64, 1024)), checks=(OWN_KERNEL,)),
+    _error("error_x_not_2d", ("x",), x=lambda x: x[0]),
+    _error("error_x_integer", ("x",), x=lambda x: x.round().to(torch.int32)),
+    _error("error_beta_shape", ("beta",), beta=lambda b: torch.cat([b, b])),
+    _error("error_gamma_dtype", ("gamma",), gamma=lambda g: g.double()),
+    _error("error_eps_zero", ("eps",), eps=lambda e: 0.0),
+    _error("error_eps_negative", ("eps",), eps=lambda e: -1e-5),
+    _error("error_x_not_contiguous", ("contiguous",), x=lambda x: torch.cat([x, x], 1)[:, ::2]),
+    _error("error_gamma_on_cpu", ("gamma",), device="cuda", gamma=lambda g: g.cpu()),
+]
