@@ -169,7 +169,8 @@ def build_wheel(package_dir: str, build_dir: str, *, verbose: bool = False) -> s
     No build isolation and no index: the build uses the torch already installed, offline."""
     dist = os.path.join(build_dir, "dist")
     shutil.rmtree(dist, ignore_errors=True)
-    _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, package_dir, verbose=verbose)
+    _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, os.path.abspath(package_dir),
+         verbose=verbose)  # a path pip cannot take for a requirement name
     wheels = glob.glob(os.path.join(dist, "*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"pip wheel made {len(wheels)} wheels in {dist}, expected one")

@@ -11,6 +11,7 @@ import torch
 
 from course.bench import time_op
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, SIDE_STREAM, Case
+from course.ops import call
 
 _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
 
@@ -73,7 +74,7 @@ def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
         for k, v in pinned.items():
             if isinstance(v, torch.Tensor):
                 buffers[k].copy_(v, non_blocking=True)
-        outputs = _as_tuple(spec.call(ext, buffers))
+        outputs = _as_tuple(call(spec, ext, buffers))
         outputs = tuple(o.to("cpu", non_blocking=False) for o in outputs)
     stream.synchronize()
     return outputs
@@ -84,7 +85,7 @@ def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str]
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:
-        spec.call(ext, inputs)
+        call(spec, ext, inputs)
         _synchronize(device)
     ops, kernels = set(), set()
     for event in prof.events():
@@ -97,7 +98,7 @@ def _time(spec, ext, case: Case, input_sets: list[dict]) -> dict:
     """Time the op over the rotating input sets. With ext None, time torch's own op
     (spec.baseline) instead: that run loads no student code and returns only its timing."""
     arg_sets = [(_to_device(spec, case, inputs),) for inputs in input_sets]
-    op = spec.baseline if ext is None else (lambda inputs: spec.call(ext, inputs))
+    op = spec.baseline if ext is None else (lambda inputs: call(spec, ext, inputs))
     global _fill_new_memory
     _fill_new_memory = False
     try:
@@ -120,7 +121,7 @@ def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
         return _time(spec, ext, case, input_sets)
     if case.kind == "error":
         try:
-            spec.call(ext, _to_device(spec, case, input_sets[0]))
+            call(spec, ext, _to_device(spec, case, input_sets[0]))
             _synchronize(device)
             result["error"] = None
         except Exception as error:  # noqa: BLE001 - any exception is data for the judge
@@ -139,11 +140,11 @@ def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
                 if isinstance(v, torch.Tensor):
                     buffers[k].copy_(v)
         if POISON in case.checks:
-            first = _as_tuple(spec.call(ext, buffers))
+            first = _as_tuple(call(spec, ext, buffers))
             metas = [(t.shape, t.dtype) for t in first]
             del first  # its blocks go back to the allocator, to be poisoned and handed out again
             _poison_allocator(metas, device)
-        got = _as_tuple(spec.call(ext, buffers))
+        got = _as_tuple(call(spec, ext, buffers))
         _synchronize(device)
         outputs.append(tuple(t.detach().to("cpu", copy=True) for t in got))
     result["outputs"] = outputs

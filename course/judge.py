@@ -12,6 +12,7 @@ import torch
 
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
+from course.ops import op_for
 
 
 @dataclass
@@ -101,15 +102,15 @@ def _own_kernel_problem(spec, case: Case, result: dict) -> str:
 
 def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
     """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing."""
-    expected = spec.reference(inputs)  # float64
-    names = spec.output_names(inputs) if hasattr(spec, "output_names") else spec.OUTPUT_NAMES
+    op = op_for(spec, inputs)
+    expected = op.reference(inputs)  # float64
+    names = op.outputs
     if len(outputs) != len(expected):
         return [f"returned {len(outputs)} outputs, expected {len(expected)} ({', '.join(names)})"]
-    tolerances = spec.tolerance(inputs)  # (atol, rtol), or {output name: (atol, rtol)}
-    dtypes = spec.output_dtypes(inputs)
+    tolerances = op.tolerances(inputs)
     problems = []
-    for name, got, exp, dtype in zip(names, outputs, expected, dtypes):
-        atol, rtol = tolerances[name] if isinstance(tolerances, dict) else tolerances
+    for name, got, exp, dtype in zip(names, outputs, expected, op.dtypes(inputs)):
+        atol, rtol = tolerances[name]
         if got.dtype != dtype:
             problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
             continue

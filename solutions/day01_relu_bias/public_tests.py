@@ -2,18 +2,18 @@
 
 relu_bias(x [M, N], bias [N]) -> y [M, N],   y = max(0, x + bias)
 
-Three kinds of values case, told apart by their inputs:
+A case's inputs name what it runs ("op"):
 - forward: the op's y;
-- gradients (inputs hold an upstream gradient grad_y): (grad_x, grad_bias) from autograd;
+- gradients: (grad_x, grad_bias) from autograd, for an upstream gradient grad_y;
 - gradcheck: whether torch.autograd.gradcheck finds the backward consistent with the
   forward, as a bool tensor that must be True.
 """
 import torch
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.ops import Op, dtypes_like, flag, gradcheck, gradients
 
 UNIT = "day01_relu_bias"
-OUTPUT_NAMES = ("y",)  # of a forward case; output_names(inputs) names every kind's
 FORBIDDEN_OPS = ("aten::relu", "aten::relu_", "aten::clamp", "aten::clamp_", "aten::clamp_min",
                  "aten::clamp_min_", "aten::threshold", "aten::threshold_", "aten::maximum", "aten::max",
                  "aten::where", "aten::add", "aten::add_")
@@ -40,18 +40,16 @@ LAYOUTS = {
 
 def make_inputs(case, generator):
     p = case.params
-    dtype = p.get("dtype", torch.float32)
+    op, dtype = p.get("op", "forward"), p.get("dtype", torch.float32)
     rows, cols = p["shape"]
     x = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
     bias = torch.randn(cols, generator=generator, dtype=torch.float64)
-    inputs = {}
-    if p.get("gradcheck"):
+    if op == "gradcheck":
         # gradcheck differentiates by finite differences: keep x + bias away from the
         # kink at 0, where the ReLU has no derivative.
         x = torch.where((x + bias).abs() < 0.05, x + 0.1, x)
-        inputs["gradcheck"] = True
-    inputs.update(x=x.to(dtype), bias=bias.to(dtype))
-    if p.get("grad"):
+    inputs = {"op": op, "x": x.to(dtype), "bias": bias.to(dtype)}
+    if op == "gradients":
         inputs["grad_y"] = torch.randn(rows, cols, generator=generator, dtype=torch.float64).to(dtype)
     return inputs
 
@@ -68,68 +66,66 @@ def on_device(case, inputs):
     return inputs
 
 
+def _refusing_todo(run):
+    """`run` as an op's call. `ext` is the unit's entry module, relu_bias.py."""
+    def call(ext, inputs):
+        try:
+            return run(ext, inputs)
+        except RuntimeError as error:
+            # An unfinished op refuses every call with its TODO list; in an error case that
+            # must not pass for having checked the argument.
+            if "TODO(" in str(error) and not isinstance(error, NotImplementedError):
+                raise NotImplementedError(str(error)) from None
+            raise
+    return call
+
+
+def _forward(ext, inputs):
+    return ext.relu_bias(inputs["x"], inputs["bias"])
+
+
 def _gradients(ext, inputs):
-    x = inputs["x"].detach().requires_grad_()  # a new leaf on the same storage
-    bias = inputs["bias"].detach().requires_grad_()
-    y = ext.relu_bias(x, bias)
-    return torch.autograd.grad(y, (x, bias), inputs["grad_y"])
+    return gradients(ext.relu_bias, inputs, ("x", "bias"), "grad_y")
 
 
 def _gradcheck(ext, inputs):
-    x = inputs["x"].detach().clone().requires_grad_()  # gradcheck nudges its inputs in place
-    bias = inputs["bias"].detach().clone().requires_grad_()
-    return torch.tensor(torch.autograd.gradcheck(ext.relu_bias, (x, bias), raise_exception=False))
+    return gradcheck(ext.relu_bias, inputs, ("x", "bias"))
 
 
-def call(ext, inputs):
-    """`ext` is the unit's entry module, relu_bias.py."""
-    try:
-        if inputs.get("gradcheck"):
-            return _gradcheck(ext, inputs)
-        if "grad_y" in inputs:
-            return _gradients(ext, inputs)
-        return ext.relu_bias(inputs["x"], inputs["bias"])
-    except RuntimeError as error:
-        # An unfinished op refuses every call with its TODO list; in an error case that
-        # must not pass for having checked the argument.
-        if "TODO(" in str(error) and not isinstance(error, NotImplementedError):
-            raise NotImplementedError(str(error)) from None
-        raise
-
-
-def reference(inputs):
-    if inputs.get("gradcheck"):
-        return (torch.tensor(True),)
+def _pre_activation(inputs):
     # Rounding x + bias to the dtype never changes its sign, so this mask is the op's too.
-    pre_activation = inputs["x"].double() + inputs["bias"].double()
-    if "grad_y" in inputs:
-        grad_x = inputs["grad_y"].double() * (pre_activation > 0)
-        return grad_x, grad_x.sum(dim=0)
-    return (pre_activation.clamp_min(0),)
+    return inputs["x"].double() + inputs["bias"].double()
 
 
-def output_names(inputs):
-    if inputs.get("gradcheck"):
-        return ("gradcheck_passed",)
-    if "grad_y" in inputs:
-        return ("grad_x", "grad_bias")
-    return OUTPUT_NAMES
+def _forward_reference(inputs):
+    return (_pre_activation(inputs).clamp_min(0),)
 
 
-def output_dtypes(inputs):
-    if inputs.get("gradcheck"):
-        return (torch.bool,)
-    return (inputs["x"].dtype,) * len(output_names(inputs))
+def _gradients_reference(inputs):
+    grad_x = inputs["grad_y"].double() * (_pre_activation(inputs) > 0)
+    return grad_x, grad_x.sum(dim=0)
 
 
-def tolerance(inputs):
-    dtype = inputs["x"].dtype
-    atol, rtol = TOLERANCES[dtype]
-    if "grad_y" in inputs and inputs["grad_y"].numel():
-        accumulate = torch.float64 if dtype == torch.float64 else torch.float32
+def _tolerance(inputs):
+    return TOLERANCES[inputs["x"].dtype]
+
+
+def _gradients_tolerance(inputs):
+    atol, rtol = _tolerance(inputs)
+    if inputs["grad_y"].numel():
+        accumulate = torch.float64 if inputs["x"].dtype == torch.float64 else torch.float32
         column_sums = inputs["grad_y"].double().abs().sum(dim=0)
         atol += SUM_ROUNDINGS * torch.finfo(accumulate).eps * column_sums.max().item()
     return atol, rtol
+
+
+OPS = {
+    "forward": Op(_refusing_todo(_forward), _forward_reference, ("y",), dtypes_like("x"), _tolerance),
+    "gradients": Op(_refusing_todo(_gradients), _gradients_reference, ("grad_x", "grad_bias"),
+                    dtypes_like("x", 2), _gradients_tolerance),
+    # the flag's tolerance is the dtype's, as for any output of a float64 case
+    "gradcheck": flag(_refusing_todo(_gradcheck), "gradcheck_passed", _tolerance),
+}
 
 
 def _values(name, device, shape, dtype=torch.float32, points=1.0, checks=(INPUTS_UNCHANGED,), hint="", **params):
@@ -138,14 +134,14 @@ def _values(name, device, shape, dtype=torch.float32, points=1.0, checks=(INPUTS
 
 
 def _gradients_case(name, device, shape, dtype=torch.float32, **params):
-    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=dtype, grad=True, **params),
+    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=dtype, op="gradients", **params),
                 checks=(INPUTS_UNCHANGED,), hint=GRADIENT_HINT)
 
 
 def _gradcheck_case(name, device):
     # N = 32 fills whole blocks of columns: gradcheck calls the op hundreds of times, and its
     # verdict must not hang on the race a missing bounds check causes (the tail cases catch that).
-    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=(3, 32), dtype=torch.float64, gradcheck=True),
+    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=(3, 32), dtype=torch.float64, op="gradcheck"),
                 hint="torch.autograd.gradcheck(relu_bias, (x, bias)) on small float64 inputs with "
                      "requires_grad=True prints the numerical and your analytical Jacobians")
 

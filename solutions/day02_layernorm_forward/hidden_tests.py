@@ -4,6 +4,7 @@ import torch
 
 from .public_tests import *  # noqa: F403 - the op, its inputs and the public cases
 from .public_tests import CASES as PUBLIC_CASES, _error, _values
+from ..common.layernorm_tests import STREAM_HINT
 
 CASES = [
     *PUBLIC_CASES,
@@ -29,7 +30,7 @@ CASES = [
     Case("cuda_every_element_written", "cuda_checks", "cuda", 1.0, dict(shape=(257, 1000)), checks=(POISON,),
          hint="outputs start as NaN: every y, mean and rstd element must be written"),
     Case("cuda_current_stream", "cuda_checks", "cuda", 1.0, dict(shape=(512, 1024)), checks=(SIDE_STREAM,),
-         hint="launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)"),
+         hint=STREAM_HINT),
     Case("cuda_no_cached_results", "cuda_checks", "cuda", 1.0, dict(shape=(64, 4096)), checks=(ROTATED,)),
     Case("cuda_own_kernel", "cuda_checks", "cuda", 1.0, dict(shape=(64, 1024)), checks=(OWN_KERNEL,)),
     _error("error_x_not_2d", ("x",), x=lambda x: x[0]),

@@ -4,10 +4,13 @@ forward(x [B, D], gamma [D], beta [D], eps) -> (y [B, D], mean [B], rstd [B])
 """
 import torch
 
-from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.ops import Op, dtypes_like
+
+from ..common.layernorm_tests import (FORWARD_OUTPUTS, error_case, layer_norm64, random_affine, random_x, spoil,
+                                      values_case)
 
 UNIT = "day02_layernorm_forward"
-OUTPUT_NAMES = ("y", "mean", "rstd")
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
                  "aten::var_mean", "aten::var", "aten::std", "aten::mean")
 # (atol, rtol) by input dtype for y and mean: float32 math lands near 1e-6; a result
@@ -27,38 +30,25 @@ RSTD_ROUNDINGS = 4
 def make_inputs(case, generator):
     p = case.params
     dtype = p.get("dtype", torch.float32)
-    rows, cols = p["shape"]
-    x = torch.randn(rows, cols, generator=generator, dtype=torch.float64) * p.get("std", 1.0) + p.get("mean", 0.0)
-    gamma = 1 + 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
-    beta = 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
+    x = random_x(p, generator)
+    gamma, beta = random_affine(p["shape"][1], generator)
     return {"x": x.to(dtype), "gamma": gamma.to(dtype), "beta": beta.to(dtype), "eps": p.get("eps", 1e-5)}
 
 
 def on_device(case, inputs):
     """Error cases spoil one argument, on the device, where the op will see it."""
-    for name, spoil in case.params.get("bad", {}).items():
-        inputs[name] = spoil(inputs[name])
-    return inputs
+    return spoil(case, inputs)
 
 
-def call(ext, inputs):
+def _forward(ext, inputs):
     return ext.forward(inputs["x"], inputs["gamma"], inputs["beta"], inputs["eps"])
 
 
-def reference(inputs):
-    x = inputs["x"].double()
-    mean = x.mean(dim=1)
-    var = ((x - mean[:, None]) ** 2).mean(dim=1)
-    rstd = 1 / torch.sqrt(var + inputs["eps"])
-    y = (x - mean[:, None]) * rstd[:, None] * inputs["gamma"].double() + inputs["beta"].double()
-    return y, mean, rstd
+def _reference(inputs):
+    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"])
 
 
-def output_dtypes(inputs):
-    return (inputs["x"].dtype,) * 3
-
-
-def tolerance(inputs):
+def _tolerance(inputs):
     x = inputs["x"].double()
     atol, rtol = TOLERANCES[inputs["x"].dtype]
     condition = 0.0
@@ -69,14 +59,14 @@ def tolerance(inputs):
             "rstd": (0.0, RSTD_RTOL[inputs["x"].dtype] + RSTD_ROUNDINGS * eps * condition)}
 
 
-def _values(name, device, shape, dtype=torch.float32, points=1.0, checks=(INPUTS_UNCHANGED,), hint="", **params):
-    group = f"{device}_values"
-    return Case(name, group, device, points, dict(shape=shape, dtype=dtype, **params), checks=checks, hint=hint)
+OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, dtypes_like("x", 3), _tolerance)}  # mean, rstd: x's dtype
+
+_values = values_case  # a case of today's op against the reference
 
 
 def _error(name, words, device="cpu", **bad):
-    return Case(name, f"{device}_errors", device, 0.5, dict(shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint="check every argument in check_inputs with TORCH_CHECK and name it")
+    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it", device,
+                      bad=bad)
 
 
 TAIL_HINT = "D is not a multiple of 32 (or of the block size): does every loop run to j < D?"

@@ -3,7 +3,8 @@ if and only if public_tests.py defines it."""
 import torch
 
 from .public_tests import *  # noqa: F403 - the op, its inputs and the public cases
-from .public_tests import CASES as PUBLIC_CASES, _check, _error, _gradcheck_case, _gradients, _values
+from .public_tests import CASES as PUBLIC_CASES, _error, _gradcheck_case, _gradients, _values
+from ..common.layernorm_tests import STREAM_HINT, check_case as _check
 
 CASES = [
     *PUBLIC_CASES,
@@ -33,8 +34,7 @@ CASES = [
     _values("cuda_strided_dy", "cuda", (33, 500), dy_layout="every_other", hint=STRIDE_HINT),
     _check("cuda_every_element_written", "cuda", (257, 1000), POISON,
            hint="outputs start as NaN: every dx, dgamma and dbeta element must be written"),
-    _check("cuda_current_stream", "cuda", (512, 1024), SIDE_STREAM,
-           hint="launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)"),
+    _check("cuda_current_stream", "cuda", (512, 1024), SIDE_STREAM, hint=STREAM_HINT),
     _check("cuda_no_cached_results", "cuda", (64, 4096), ROTATED),
     _check("cuda_own_kernel", "cuda", (64, 1024), OWN_KERNEL),
     _gradients("cpu_layer_norm_fp64", "cpu", (5, 77), torch.float64),

@@ -14,44 +14,15 @@
 // runs at 1/32 of float's speed on a T4. The CPU path, where double is cheap, uses it.
 #include "course_todo.h"
 #include "layernorm_backward.h"
+#include "reductions.cuh"  // day02's warp and block sums
 
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kThreadsPerRow = 256;       // dx: a block of 256 threads per row
 constexpr int64_t kMaxRowBlocks = 65535;  // rows beyond this are taken by a grid-stride loop
 constexpr int kTileColumns = 32;          // stage 1: a block covers 32 columns (a warp's lanes) ...
 constexpr int kRowLanes = 8;              // ... and 8 rows at a time (one row per warp)
 constexpr int kThreadsPerSum = 256;       // stage 2: one thread per column
-
-// Sum of `value` over the 32 lanes of a warp; every lane receives the total (as in day02).
-template <typename T>
-__device__ T warp_reduce_sum(T value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  }
-  return value;
-}
-
-// Sums of `a` and of `b` over the whole block, the two at once (one pair of barriers for
-// both); every thread receives both totals.
-template <typename T>
-__device__ void block_reduce_sum2(T& a, T& b) {
-  __shared__ T warp_sums[2][kWarpSize];
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int num_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-  a = warp_reduce_sum(a);
-  b = warp_reduce_sum(b);
-  __syncthreads();  // an earlier call may still be reading warp_sums
-  if (lane == 0) {
-    warp_sums[0][warp] = a;
-    warp_sums[1][warp] = b;
-  }
-  __syncthreads();
-  a = warp_reduce_sum(lane < num_warps ? warp_sums[0][lane] : T(0));
-  b = warp_reduce_sum(lane < num_warps ? warp_sums[1][lane] : T(0));
-}
 
 // BEGIN SOLUTION
 // STUB

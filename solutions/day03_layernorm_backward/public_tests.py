@@ -16,49 +16,31 @@ out memory filled with NaN: a buffer that is read before it is written shows up 
 """
 
 import torch
-import torch.nn.functional as F
 
-from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
-from course.harness import empty_is_nan
+from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
+from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
+
+from ..common.layernorm_tests import (EPS, GRADIENTS, LAYOUTS, autograd_gradients64, compiled_backward, error_case,
+                                      formula_gradients, gradient_sizes, gradient_tolerance, nan_filled,
+                                      random_affine, random_dy, random_x, rounding, saved_statistics, spoil,
+                                      statistics, values_case)
 
 UNIT = "day03_layernorm_backward"
-GRADIENTS = ("dx", "dgamma", "dbeta")
-OUTPUT_NAMES = GRADIENTS  # of a backward case; output_names(inputs) names every op's
 FORBIDDEN_OPS = ("aten::native_layer_norm_backward", "aten::layer_norm", "aten::native_layer_norm",
                  "aten::sum", "aten::mean", "aten::mul", "aten::sub", "aten::add", "aten::div")
-EPS = 1e-5
-# Rows of dy do not average to 0, so that a dx without its mean(g) term is wrong everywhere.
-DY_MEAN = 0.5
-# Allowed error: this many roundings of the dtype, times the size of what is rounded. For dx
-# that is rstd * (|g| + |xhat| * mean|g * xhat|) of the worst row; for dgamma and dbeta the
-# column sum of |dy * xhat| and of |dy|. float32 sums land well inside; a dropped term, row or
-# strip is off by far more.
-ROUNDINGS = 64
-
-# Same values as dy, other strides, made on the device (a copy to the device would not keep them).
-# NaN fills the gaps of the strided view: code that ignores the strides reads them.
-LAYOUTS = {
-    "transposed": lambda t: t.t().contiguous().t(),
-    "every_other": lambda t: torch.stack([t, torch.full_like(t, float("nan"))], dim=-1)[..., 0],
-}
-
-
-def _statistics(x, eps):
-    mean = x.mean(dim=1)
-    return mean, 1 / torch.sqrt(((x - mean[:, None]) ** 2).mean(dim=1) + eps)
+RERUN_OUTPUTS = GRADIENTS + tuple(f"{name} change on rerun" for name in GRADIENTS)
+FROZEN_OUTPUTS = ("dx", "dgamma is None", "dbeta is None")
+SAVED_OUTPUTS = ("dx", "forward calls")
 
 
 def make_inputs(case, generator):
     p = case.params
     dtype, op = p.get("dtype", torch.float32), p.get("op", "backward")
-    rows, cols = p["shape"]
-    x = (torch.randn(rows, cols, generator=generator, dtype=torch.float64) * p.get("std", 1.0)
-         + p.get("mean", 0.0)).to(dtype)
-    gamma = 1 + 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
-    beta = 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
-    dy = torch.randn(rows, cols, generator=generator, dtype=torch.float64) + DY_MEAN
+    x = random_x(p, generator).to(dtype)
+    gamma, beta = random_affine(p["shape"][1], generator)
+    dy = random_dy(p["shape"], generator, dtype)
     if op in ("backward", "rerun"):
-        mean, rstd = _statistics(x.double(), EPS)  # as the forward would have saved them
+        mean, rstd = saved_statistics(x)  # as the forward would have saved them
         tensors = dict(dy=dy, x=x, gamma=gamma, mean=mean, rstd=rstd)
     elif op == "gradcheck":
         tensors = dict(x=x, gamma=gamma, beta=beta)
@@ -69,44 +51,33 @@ def make_inputs(case, generator):
 
 def on_device(case, inputs):
     """Strided layouts and spoiled arguments are made here, where the op will see them."""
-    p = case.params
-    if "dy_layout" in p:
-        inputs["dy"] = LAYOUTS[p["dy_layout"]](inputs["dy"])
-    for name, spoil in p.get("bad", {}).items():
-        inputs[name] = spoil(inputs[name])
-    return inputs
+    if "dy_layout" in case.params:
+        inputs["dy"] = LAYOUTS[case.params["dy_layout"]](inputs["dy"])
+    return spoil(case, inputs)
 
 
-def _backward(ext, inputs):
-    return ext._ext.backward(inputs["dy"], inputs["x"], inputs["gamma"], inputs["mean"], inputs["rstd"])
-
+# ---- the calls: `ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension ----
 
 def _rerun(ext, inputs):
-    first = _backward(ext, inputs)
-    second = _backward(ext, inputs)
+    first = compiled_backward(ext, inputs)
+    second = compiled_backward(ext, inputs)
     return (*first, *(b - a for a, b in zip(first, second)))
 
 
-def _leaves(inputs, *names):
-    return [inputs[name].detach().requires_grad_() for name in names]  # new leaves, same storage
+def _layer_norm_of(ext, inputs):
+    return lambda x, gamma, beta: ext.layer_norm(x, gamma, beta, inputs["eps"])
 
 
 def _layer_norm(ext, inputs):
-    x, gamma, beta = _leaves(inputs, "x", "gamma", "beta")
-    y = ext.layer_norm(x, gamma, beta, inputs["eps"])
-    return torch.autograd.grad(y, (x, gamma, beta), inputs["dy"])
+    return gradients(_layer_norm_of(ext, inputs), inputs, ("x", "gamma", "beta"), "dy")
 
 
 def _gradcheck(ext, inputs):
-    x, gamma, beta = (inputs[n].detach().clone().requires_grad_() for n in ("x", "gamma", "beta"))  # nudged in place
-    eps = inputs["eps"]
-    passed = torch.autograd.gradcheck(lambda x, gamma, beta: ext.layer_norm(x, gamma, beta, eps),
-                                      (x, gamma, beta), raise_exception=False)
-    return torch.tensor(passed)
+    return gradcheck(_layer_norm_of(ext, inputs), inputs, ("x", "gamma", "beta"))
 
 
 def _frozen_params(ext, inputs):
-    (x,) = _leaves(inputs, "x")
+    x = inputs["x"].detach().requires_grad_()  # a new leaf, same storage
     y = ext.layer_norm(x, inputs["gamma"], inputs["beta"], inputs["eps"])
     returned = []  # what LayerNormFunction.backward returned (autograd drops it otherwise)
     y.grad_fn.register_hook(lambda grads_from_backward, _: returned.append(grads_from_backward))
@@ -131,76 +102,57 @@ def _saved_stats(ext, inputs):
     return dx, torch.tensor(len(calls))
 
 
-RUNS = {"backward": _backward, "rerun": _rerun, "layer_norm": _layer_norm, "gradcheck": _gradcheck,
-        "frozen_params": _frozen_params, "saved_stats": _saved_stats}
-
-
-def call(ext, inputs):
-    """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with empty_is_nan():
-        return RUNS[inputs["op"]](ext, inputs)
-
+# ---- what is right ----
 
 def _from_formula(inputs):
     """The gradients of the mean and rstd given, by the formula in layernorm_backward.cu."""
-    dy, x, gamma, mean, rstd = (inputs[n].double() for n in ("dy", "x", "gamma", "mean", "rstd"))
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    g = dy * gamma
-    dx = rstd[:, None] * (g - g.mean(dim=1, keepdim=True) - xhat * (g * xhat).mean(dim=1, keepdim=True))
-    return dx, (dy * xhat).sum(dim=0), dy.sum(dim=0)
+    return formula_gradients(*(inputs[n].double() for n in ("dy", "x", "gamma", "mean", "rstd")))
 
 
 def _from_autograd(inputs):
     """PyTorch's own float64 LayerNorm and autograd: a derivation independent of the formula."""
-    x, gamma, beta = (inputs[n].double().requires_grad_() for n in ("x", "gamma", "beta"))
-    y = F.layer_norm(x, (x.shape[1],), gamma, beta, inputs["eps"])
-    return torch.autograd.grad(y, (x, gamma, beta), inputs["dy"].double())
+    return autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"], inputs["eps"])
 
 
-def reference(inputs):
-    op = inputs["op"]
-    if op == "gradcheck":
-        return (torch.tensor(True),)
-    dx, dgamma, dbeta = _from_formula(inputs) if op in ("backward", "rerun") else _from_autograd(inputs)
-    if op == "rerun":
-        return dx, dgamma, dbeta, torch.zeros_like(dx), torch.zeros_like(dgamma), torch.zeros_like(dbeta)
-    if op == "frozen_params":
-        return dx, torch.tensor(True), torch.tensor(True)
-    if op == "saved_stats":
-        return dx, torch.tensor(1)
-    return dx, dgamma, dbeta
+def _rerun_reference(inputs):
+    dx, dgamma, dbeta = _from_formula(inputs)
+    return dx, dgamma, dbeta, torch.zeros_like(dx), torch.zeros_like(dgamma), torch.zeros_like(dbeta)
 
 
-def output_names(inputs):
-    return {"backward": GRADIENTS, "layer_norm": GRADIENTS,
-            "rerun": GRADIENTS + tuple(f"{name} change on rerun" for name in GRADIENTS),
-            "gradcheck": ("gradcheck_passed",),
-            "frozen_params": ("dx", "dgamma is None", "dbeta is None"),
-            "saved_stats": ("dx", "forward calls")}[inputs["op"]]
-
-
-def output_dtypes(inputs):
-    special = {"gradcheck_passed": torch.bool, "dgamma is None": torch.bool, "dbeta is None": torch.bool,
-               "forward calls": torch.int64}
-    return tuple(special.get(name, inputs["x"].dtype) for name in output_names(inputs))
-
-
-def tolerance(inputs):
-    """{output name: (atol, rtol)}: rounding allowances for the gradients, exact for the rest."""
-    exact = {name: (0.0, 0.0) for name in output_names(inputs)}
-    if inputs["op"] == "gradcheck" or inputs["x"].numel() == 0:
-        return exact
+def _gradient_tolerance(inputs):
+    """{dx, dgamma, dbeta: (atol, rtol)}: ROUNDINGS roundings of the dtype times the size of what is
+    rounded (common/layernorm_tests.py). Today's dtypes, float32 and float64, are the ones the
+    sums run in: no output rounding. float32 sums land well inside; a dropped term, row or strip
+    is off by far more."""
     x, dy, gamma = inputs["x"].double(), inputs["dy"].double(), inputs["gamma"].double()
     mean, rstd = ((inputs["mean"].double(), inputs["rstd"].double()) if "mean" in inputs
-                  else _statistics(x, inputs["eps"]))
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    g = dy * gamma
-    rounding = ROUNDINGS * torch.finfo(inputs["x"].dtype).eps
-    dx_size = rstd * (g.abs().amax(dim=1) + xhat.abs().amax(dim=1) * (g * xhat).abs().mean(dim=1))
-    allowed = {"dx": (rounding * dx_size.max().item(), 0.0),
-               "dgamma": (rounding * (dy * xhat).abs().sum(dim=0).max().item(), 0.0),
-               "dbeta": (rounding * dy.abs().sum(dim=0).max().item(), 0.0)}
-    return {name: allowed.get(name, exact[name]) for name in exact}
+                  else statistics(x, inputs["eps"]))
+    allowed = rounding(inputs["x"].dtype, output_roundings=0)
+    return gradient_tolerance(gradient_sizes(dy, x, gamma, mean, rstd), allowed, allowed)
+
+
+def _exact_but_gradients(names):
+    """The tolerance of an op whose outputs `names` are gradients, flags and counts: none for the latter."""
+    def tolerance(inputs):
+        allowed = _gradient_tolerance(inputs)
+        return {name: allowed.get(name, EXACT) for name in names}
+    return tolerance
+
+
+OPS = {
+    "backward": Op(nan_filled(compiled_backward), _from_formula, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance),
+    "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 6),
+                _exact_but_gradients(RERUN_OUTPUTS)),
+    "layer_norm": Op(nan_filled(_layer_norm), _from_autograd, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance),
+    "gradcheck": flag(nan_filled(_gradcheck), "gradcheck_passed"),
+    "frozen_params": Op(nan_filled(_frozen_params),
+                        lambda inputs: (_from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)),
+                        FROZEN_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.bool, torch.bool),
+                        _exact_but_gradients(FROZEN_OUTPUTS)),
+    "saved_stats": Op(nan_filled(_saved_stats), lambda inputs: (_from_autograd(inputs)[0], torch.tensor(1)),
+                      SAVED_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.int64),
+                      _exact_but_gradients(SAVED_OUTPUTS)),
+}
 
 
 DX_HINT = "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, both means over the row's D features"
@@ -220,27 +172,20 @@ GRADCHECK_HINT = ("torch.autograd.gradcheck(layer_norm, (x, gamma, beta)) on sma
 
 
 def _values(name, device, shape, dtype=torch.float32, op="backward", hint="", **params):
-    return Case(name, f"{device}_values", device, 1.0, dict(shape=shape, dtype=dtype, op=op, **params),
-                checks=(INPUTS_UNCHANGED,), hint=hint)
+    return values_case(name, device, shape, dtype, hint=hint, op=op, **params)
 
 
 def _gradients(name, device, shape, dtype=torch.float32, op="layer_norm", hint=DX_HINT):
-    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=dtype, op=op),
-                checks=(INPUTS_UNCHANGED,), hint=hint)
+    return values_case(name, device, shape, dtype, hint=hint, group="gradients", op=op)
 
 
 def _gradcheck_case(name, device, shape):
-    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=torch.float64, op="gradcheck"),
-                hint=GRADCHECK_HINT)
-
-
-def _check(name, device, shape, check, hint=""):
-    return Case(name, f"{device}_checks", device, 1.0, dict(shape=shape), checks=(check,), hint=hint)
+    return values_case(name, device, shape, torch.float64, checks=(), hint=GRADCHECK_HINT, group="gradients",
+                       op="gradcheck")
 
 
 def _error(name, words, device="cpu", **bad):
-    return Case(name, f"{device}_errors", device, 0.5, dict(shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint="check every argument in check_backward_inputs and name it")
+    return error_case(name, words, "check every argument in check_backward_inputs and name it", device, bad=bad)
 
 
 CASES = [

@@ -20,46 +20,20 @@ runs the kernels' algorithms, so a machine without a GPU checks everything but t
 """
 
 import torch
-import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
-from course.harness import empty_is_nan
+from course.ops import Op, dtypes_like, gradients
+
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, LAYOUTS, autograd_gradients64,
+                                      backward_tolerance, compiled_backward, condition_by_std, dx_formula,
+                                      error_case, forward_dtypes, forward_tolerance, layer_norm64, max_abs,
+                                      nan_filled, random_affine, random_dy, random_x, saved_statistics, spoil,
+                                      statistics, values_case)
 
 UNIT = "day04_layernorm_edge_cases"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward",
                  "aten::group_norm", "aten::batch_norm", "aten::var_mean", "aten::var", "aten::std",
                  "aten::mean", "aten::sum")
-EPS = 1e-5
-DY_MEAN = 0.5  # rows of dy do not average to 0, so that a dx without its mean(g) term is wrong everywhere
-
-# Allowed error. The kernels accumulate in float32 (float64 for float64) and round each output
-# once to its dtype: allow ROUNDINGS roundings of the accumulation type times the size of what
-# is summed (relative, for rstd), plus OUTPUT_ROUNDINGS half-ulps of the output dtype (fp16 and
-# bf16 results are rounded to 11 and 8 bits). Right answers land 10 times inside; a sum run in
-# fp16 or bf16 misses mean and rstd by 4 to 700 times the allowance, a lost element or a wrong
-# row by far more. 64 also lets E[x^2] - E[x]^2 pass ordinary rows for sure: a row of 7 values
-# has |mean| / std of 5 now and then, where that formula is off by some 25 roundings.
-ROUNDINGS = 64
-OUTPUT_ROUNDINGS = 2
-# Rows with |mean| >> std are ill-conditioned ("condition" = max |mean| / std). float32 rounds
-# their mean by ~eps * |mean|, which every x - mean carries, relative to std: eps * condition.
-# At mean 1e4 and std 1e-2 that is ~0.1 of the row's spread, for any algorithm that keeps its
-# mean in float32 (PyTorch's included), so y and the gradients get COND_ROUNDINGS times that
-# (for y at mean 1e4: about 2.8, where a stable fp32 LayerNorm is off by up to 0.4) and rstd,
-# which sees it squared, one. E[x^2] - E[x]^2 is off by ~eps * condition^2 instead: 1e5 times
-# the variance itself, and half the rows come out negative, NaN; it fails.
-COND_ROUNDINGS = 8
-
-STATS_DTYPE = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float32,
-               torch.float64: torch.float64}
-
-# Same values, other strides, made on the device (a copy to the device would not keep them).
-LAYOUTS = {
-    # column-major storage: walked as rows, it yields the values of other rows
-    "transposed": lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2),
-    # every other element of a tensor twice as long: walked as rows, it yields the NaN gaps
-    "every_other": lambda t: torch.stack([t, torch.full_like(t, float("nan"))], dim=-1)[..., 0],
-}
 
 # The 32-bit overflow case: 32769 rows of 65536 fp16 = 4 GiB, and row 32768 starts at element
 # 2^31. The parent sends a small tile; the GPU repeats it with a per-row offset (so that a read
@@ -73,35 +47,38 @@ def _row_offsets(rows, device="cpu"):
     return (torch.arange(rows, device=device) % 13).double() / 64
 
 
+def _overflow_inputs(inputs, generator):
+    # multiples of 1/64 in [-1, 1): exact in fp16 with any row offset added, and small enough
+    # that dgamma, a sum over 32769 rows (dy = x), stays well below fp16's largest, 65504
+    tile = torch.randint(-64, 64, (TILE_ROWS, OVERFLOW_COLS), generator=generator) / 64
+    inputs.update(tile=tile.to(torch.float16), rows=OVERFLOW_ROWS)
+    if inputs["op"] == "overflow_backward":  # the statistics forward would save, so that backward alone is judged
+        owner = torch.arange(OVERFLOW_ROWS) % TILE_ROWS
+        tile_mean, tile_rstd = statistics(tile.double())
+        inputs["mean"] = (tile_mean[owner] + _row_offsets(OVERFLOW_ROWS)).float()
+        inputs["rstd"] = tile_rstd[owner].float()
+    return inputs
+
+
 def make_inputs(case, generator):
     p = case.params
     op, dtype = p["op"], p.get("dtype", torch.float32)
     gamma_beta_cols = OVERFLOW_COLS if op.startswith("overflow") else p["shape"][-1]
-    gamma = (1 + 0.5 * torch.randn(gamma_beta_cols, generator=generator, dtype=torch.float64)).to(dtype)
-    beta = (0.5 * torch.randn(gamma_beta_cols, generator=generator, dtype=torch.float64)).to(dtype)
-    inputs = {"op": op, "gamma": gamma, "beta": beta, "normalized_shape": gamma_beta_cols, "eps": EPS}
+    gamma, beta = random_affine(gamma_beta_cols, generator)
+    inputs = {"op": op, "gamma": gamma.to(dtype), "beta": beta.to(dtype), "normalized_shape": gamma_beta_cols,
+              "eps": EPS}
     if op.startswith("overflow"):
-        # multiples of 1/64 in [-1, 1): exact in fp16 with any row offset added, and small enough
-        # that dgamma, a sum over 32769 rows (dy = x), stays well below fp16's largest, 65504
-        tile = torch.randint(-64, 64, (TILE_ROWS, OVERFLOW_COLS), generator=generator) / 64
-        inputs.update(tile=tile.to(torch.float16), rows=OVERFLOW_ROWS)
-        if op == "overflow_backward":  # the statistics forward would save, so that backward alone is judged
-            owner = torch.arange(OVERFLOW_ROWS) % TILE_ROWS
-            tile_mean, tile_rstd = _statistics(tile.double())
-            inputs["mean"] = (tile_mean[owner] + _row_offsets(OVERFLOW_ROWS)).float()
-            inputs["rstd"] = tile_rstd[owner].float()
-        return inputs
-    x = torch.randn(p["shape"], generator=generator, dtype=torch.float64) * p.get("std", 1.0) + p.get("mean", 0.0)
+        return _overflow_inputs(inputs, generator)
+    x = random_x(p, generator)
     if "quantum" in p:  # x on a grid of 1/64: its squares are exact in float32 (see the d1 case)
         x = torch.round(x / p["quantum"]) * p["quantum"]
     inputs["x"] = x.to(dtype)
     if op == "no_affine":
         del inputs["gamma"], inputs["beta"]
     if op in ("backward", "backward_op"):
-        inputs["dy"] = (torch.randn(p["shape"], generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
+        inputs["dy"] = random_dy(p["shape"], generator, dtype)
     if op == "backward_op":
-        mean, rstd = _statistics(inputs["x"].double())
-        inputs["mean"], inputs["rstd"] = mean.to(STATS_DTYPE[dtype]), rstd.to(STATS_DTYPE[dtype])
+        inputs["mean"], inputs["rstd"] = saved_statistics(inputs["x"])
     return inputs
 
 
@@ -116,10 +93,10 @@ def on_device(case, inputs):
         inputs["x"] = x
     for name in p.get("strided", ()):
         inputs[name] = LAYOUTS[p["layout"]](inputs[name])
-    for name, spoil in p.get("bad", {}).items():
-        inputs[name] = spoil(inputs[name])
-    return inputs
+    return spoil(case, inputs)
 
+
+# ---- the calls: `ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension ----
 
 def _as_list(normalized_shape):
     return [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
@@ -131,17 +108,13 @@ def _forward(ext, inputs):
 
 
 def _backward(ext, inputs):
-    x, gamma, beta = (inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))  # same storage
-    y = ext.layer_norm(x, inputs["normalized_shape"], gamma, beta, inputs["eps"])
-    return torch.autograd.grad(y, (x, gamma, beta), inputs["dy"])
+    def layer_norm(x, gamma, beta):
+        return ext.layer_norm(x, inputs["normalized_shape"], gamma, beta, inputs["eps"])
+    return gradients(layer_norm, inputs, ("x", "gamma", "beta"), "dy")
 
 
 def _no_affine(ext, inputs):
     return (ext.layer_norm(inputs["x"], inputs["normalized_shape"], eps=inputs["eps"]),)
-
-
-def _backward_op(ext, inputs):
-    return ext._ext.backward(inputs["dy"], inputs["x"], inputs["gamma"], inputs["mean"], inputs["rstd"])
 
 
 def _overflow_forward(ext, inputs):
@@ -155,46 +128,12 @@ def _overflow_backward(ext, inputs):
     return dx[-LAST_ROWS:].clone(), dgamma, dbeta  # no second 4 GiB tensor
 
 
-RUNS = {"forward": _forward, "backward": _backward, "no_affine": _no_affine, "backward_op": _backward_op,
-        "overflow_forward": _overflow_forward, "overflow_backward": _overflow_backward}
-
-
-def call(ext, inputs):
-    """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with empty_is_nan():
-        return RUNS[inputs["op"]](ext, inputs)
-
-
 # ---- what is right: float64 on the inputs as given (fp16 and bf16 ones already rounded) ----
-
-def _statistics(x):
-    mean = x.mean(dim=-1)
-    return mean, 1 / torch.sqrt(((x - mean[..., None]) ** 2).mean(dim=-1) + EPS)
-
-
-def _layer_norm64(x, gamma, beta):
-    mean, rstd = _statistics(x)
-    return (x - mean[..., None]) * rstd[..., None] * gamma + beta, mean, rstd
-
-
-def _gradients64(x, gamma, beta, dy):
-    """PyTorch's own float64 LayerNorm and autograd: a derivation independent of the kernels'."""
-    x, gamma, beta = (t.double().requires_grad_() for t in (x, gamma, beta))
-    y = F.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
-    return torch.autograd.grad(y, (x, gamma, beta), dy.double())
-
 
 def _last_rows(inputs):
     """The overflow case's last rows in float64, rebuilt from the tile."""
     rows = torch.arange(inputs["rows"] - LAST_ROWS, inputs["rows"])
     return inputs["tile"].double()[rows % TILE_ROWS] + _row_offsets(inputs["rows"])[rows, None]
-
-
-def _dx_formula(dy, x, gamma, mean, rstd):
-    """dx on the mean and rstd given (day03's formula), where those are inputs, not results."""
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    g = dy * gamma
-    return rstd[:, None] * (g - g.mean(dim=1, keepdim=True) - xhat * (g * xhat).mean(dim=1, keepdim=True))
 
 
 def _overflow_param_sums(inputs):
@@ -206,92 +145,82 @@ def _overflow_param_sums(inputs):
     owner = torch.arange(inputs["rows"]) % TILE_ROWS
     count = torch.bincount(owner, minlength=TILE_ROWS).double()[:, None]
     offsets = torch.bincount(owner, weights=_row_offsets(inputs["rows"]), minlength=TILE_ROWS)[:, None]
-    mean, rstd = _statistics(tile)
+    mean, rstd = statistics(tile)
     xhat = (tile - mean[:, None]) * rstd[:, None]
     row_sums = count * tile + offsets
     size_sums = count * tile.abs() + offsets  # offsets >= 0: bounds Σ_r |x_r|
     return (xhat * row_sums).sum(0), row_sums.sum(0), (xhat.abs() * size_sums).sum(0), size_sums.sum(0)
 
 
-def reference(inputs):
-    op = inputs["op"]
-    if op == "overflow_forward":
-        return _layer_norm64(_last_rows(inputs), inputs["gamma"].double(), inputs["beta"].double())
-    if op == "overflow_backward":
-        x = _last_rows(inputs)
-        mean, rstd = (inputs[name][-LAST_ROWS:].double() for name in ("mean", "rstd"))
-        dx = _dx_formula(x, x, inputs["gamma"].double(), mean, rstd)
-        dgamma, dbeta, _, _ = _overflow_param_sums(inputs)
-        return dx, dgamma, dbeta
-    x = inputs["x"].double()
-    if op == "forward":
-        return _layer_norm64(x, inputs["gamma"].double(), inputs["beta"].double())
-    if op == "no_affine":
-        return (_layer_norm64(x, 1.0, 0.0)[0],)
-    return _gradients64(x, inputs["gamma"], inputs["beta"], inputs["dy"])
+def _forward_reference(inputs):
+    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double())
 
 
-def output_names(inputs):
-    return {"forward": ("y", "mean", "rstd"), "overflow_forward": ("y", "mean", "rstd"), "no_affine": ("y",),
-            "backward": ("dx", "dgamma", "dbeta"), "backward_op": ("dx", "dgamma", "dbeta"),
-            "overflow_backward": ("dx", "dgamma", "dbeta")}[inputs["op"]]
+def _no_affine_reference(inputs):
+    return (layer_norm64(inputs["x"].double(), 1.0, 0.0)[0],)
 
+
+def _gradients_reference(inputs):
+    return autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"])
+
+
+def _overflow_forward_reference(inputs):
+    return layer_norm64(_last_rows(inputs), inputs["gamma"].double(), inputs["beta"].double())
+
+
+def _overflow_backward_reference(inputs):
+    x = _last_rows(inputs)
+    mean, rstd = (inputs[name][-LAST_ROWS:].double() for name in ("mean", "rstd"))
+    dgamma, dbeta, _, _ = _overflow_param_sums(inputs)
+    return dx_formula(x, x, inputs["gamma"].double(), mean, rstd), dgamma, dbeta
+
+
+# The tolerances: common/layernorm_tests.py's model, which also allows what the float64
+# reference's own x̂ is off by (D = 1 makes that show).
 
 def _dtype(inputs):
     return inputs["tile"].dtype if "tile" in inputs else inputs["x"].dtype
 
 
-def output_dtypes(inputs):
-    dtype = _dtype(inputs)
-    return tuple(STATS_DTYPE[dtype] if name in ("mean", "rstd") else dtype for name in output_names(inputs))
+def _rows(inputs):
+    """x as rows [rows, D] in float64 (the overflow case's last rows)."""
+    x = _last_rows(inputs) if inputs["op"].startswith("overflow") else inputs["x"].double()
+    return x.reshape(-1, x.shape[-1])
 
 
-def _condition(x):
-    """max over rows of |mean| / std: how far float32 rounding of the mean moves x - mean."""
-    if x.numel() == 0 or x.shape[-1] == 1:
-        return 0.0
-    rows = x.reshape(-1, x.shape[-1])
-    return (rows.mean(dim=1).abs() / rows.std(dim=1, unbiased=False).clamp_min(1e-300)).max().item()
-
-
-def _max(t):
-    return t.abs().max().item() if t.numel() else 0.0
-
-
-def tolerance(inputs):
-    """{output name: (atol, rtol)}, from the sizes of what each output sums and rounds."""
-    op, dtype = inputs["op"], _dtype(inputs)
-    acc_eps = torch.finfo(STATS_DTYPE[dtype]).eps
-    rounding = ROUNDINGS * acc_eps + OUTPUT_ROUNDINGS * torch.finfo(dtype).eps / 2
-    x = _last_rows(inputs) if op.startswith("overflow") else inputs["x"].double()
-    x = x.reshape(-1, x.shape[-1])
-    spread = acc_eps * _condition(x)  # the relative error float32 rounding of the mean leaves in x - mean
+def _forward_tolerance(inputs):
+    x = _rows(inputs)
     ones = torch.ones(x.shape[-1], dtype=torch.float64)
-    gamma = inputs["gamma"].double() if "gamma" in inputs else ones
+    gamma = inputs["gamma"].double() if "gamma" in inputs else ones  # no_affine: a scale of 1, a shift of 0
     beta = inputs["beta"].double() if "beta" in inputs else 0 * ones
-    mean, rstd = _statistics(x)
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    # The float64 reference's own x̂ is off by ~eps64 * (|x| + |mean|) * rstd: where x̂ is 0
-    # (D = 1) its dgamma comes out as 1e-13, not 0.
-    reference_xhat_error = ROUNDINGS * torch.finfo(torch.float64).eps * (x.abs() + mean.abs()[:, None]) * rstd[:, None]
-    if op in ("forward", "overflow_forward", "no_affine"):
-        y_size = _max(xhat * gamma) + _max(beta)
-        atol = rounding * y_size + (COND_ROUNDINGS * spread + _max(reference_xhat_error)) * _max(gamma)
-        return {"y": (atol, torch.finfo(dtype).eps), "mean": (ROUNDINGS * acc_eps * _max(x), 0.0),
-                "rstd": (0.0, ROUNDINGS * acc_eps + spread)}
-    dy = x if op == "overflow_backward" else inputs["dy"].double().reshape(x.shape)
-    g = dy * gamma
-    dx_size = _max(rstd * (g.abs().amax(dim=1) + xhat.abs().amax(dim=1) * (g * xhat).abs().mean(dim=1))) \
-        if x.numel() else 0.0
-    dgamma_size, dbeta_size = _max((dy * xhat).abs().sum(dim=0)), _max(dy.abs().sum(dim=0))
-    dgamma_reference_error = _max((dy.abs() * reference_xhat_error).sum(dim=0))
-    if op == "overflow_backward":
-        _, _, dgamma_terms, dbeta_terms = _overflow_param_sums(inputs)
-        dgamma_size, dbeta_size = _max(dgamma_terms), _max(dbeta_terms)
-    conditioned = rounding + COND_ROUNDINGS * spread
-    return {"dx": (conditioned * dx_size, 0.0),
-            "dgamma": (conditioned * dgamma_size + dgamma_reference_error, 0.0),
-            "dbeta": (rounding * dbeta_size, 0.0)}
+    return forward_tolerance(x, gamma, beta, _dtype(inputs), condition_by_std, reference_error=True)
+
+
+def _backward_tolerance(inputs):
+    x = _rows(inputs)
+    dy = inputs["dy"].double().reshape(x.shape)
+    return backward_tolerance(x, inputs["gamma"].double(), dy, _dtype(inputs), condition_by_std, reference_error=True)
+
+
+def _overflow_backward_tolerance(inputs):
+    """dy = x; dgamma and dbeta sum all the rows, not only the last ones that come back."""
+    x = _rows(inputs)
+    _, _, dgamma_terms, dbeta_terms = _overflow_param_sums(inputs)
+    return backward_tolerance(x, inputs["gamma"].double(), x, _dtype(inputs), condition_by_std,
+                              reference_error=True, param_sizes=(max_abs(dgamma_terms), max_abs(dbeta_terms)))
+
+
+OPS = {
+    "forward": Op(nan_filled(_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(), _forward_tolerance),
+    "backward": Op(nan_filled(_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3), _backward_tolerance),
+    "no_affine": Op(nan_filled(_no_affine), _no_affine_reference, ("y",), dtypes_like("x"), _forward_tolerance),
+    "backward_op": Op(nan_filled(compiled_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3),
+                      _backward_tolerance),
+    "overflow_forward": Op(nan_filled(_overflow_forward), _overflow_forward_reference, FORWARD_OUTPUTS,
+                           forward_dtypes("tile"), _forward_tolerance),
+    "overflow_backward": Op(nan_filled(_overflow_backward), _overflow_backward_reference, GRADIENTS,
+                            dtypes_like("tile", 3), _overflow_backward_tolerance),
+}
 
 
 # ---- the cases ----
@@ -318,15 +247,13 @@ def _edge(what, shape, dtype=torch.float32, hint="", strided=(), layout="", **pa
     for device in ("cpu", "cuda"):
         for op, short in (("forward", "fwd"), ("backward", "bwd")):
             names = tuple(n for n in strided if op == "backward" or n != "dy")
-            cases.append(Case(f"{device}_{short}_{what}", f"{device}_{op}", device, 1.0,
-                              dict(op=op, shape=shape, dtype=dtype, strided=names, layout=layout, **params),
-                              checks=(INPUTS_UNCHANGED,), hint=hint or HINTS.get(what, "")))
+            cases.append(values_case(f"{device}_{short}_{what}", device, shape, dtype, hint=hint or HINTS.get(what, ""),
+                                     group=op, op=op, strided=names, layout=layout, **params))
     return cases
 
 
 def _error(name, words, device="cpu", op="forward", **bad):
-    return Case(name, f"{device}_errors", device, 0.5, dict(op=op, shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint="check every argument with TORCH_CHECK and name it in the message")
+    return error_case(name, words, CHECK_HINT, device, op=op, bad=bad)
 
 
 CASES = [

@@ -20,18 +20,15 @@ import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, POISON, ROTATED, Case
-from course.harness import empty_is_nan
+from course.ops import Op, dtypes_like, exact, gradients
+
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, STATS_DTYPE, autograd_gradients64,
+                                      backward_tolerance, condition_by_rstd, error_case, forward_dtypes,
+                                      forward_tolerance, formula_gradients, layer_norm64, nan_filled, random_affine,
+                                      random_dy, random_x, saved_statistics, values_case)
 
 UNIT = "day05_layernorm_performance"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
-EPS = 1e-5
-DY_MEAN = 0.5  # rows of dy do not average to 0, so that a dx without its mean(g) term is wrong everywhere
-# Allowed error, as on day04: ROUNDINGS roundings of the accumulation type times the size of
-# what is summed, plus OUTPUT_ROUNDINGS half-ulps of the output dtype, plus COND_ROUNDINGS
-# times what float32 rounding of the mean does to x - mean in rows with |mean| >> std.
-ROUNDINGS, OUTPUT_ROUNDINGS, COND_ROUNDINGS = 64, 2, 8
-STATS_DTYPE = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float32,
-               torch.float64: torch.float64}
 
 
 def make_inputs(case, generator):
@@ -39,17 +36,14 @@ def make_inputs(case, generator):
     op, dtype = p["op"], p.get("dtype", torch.float32)
     if op.endswith("_bytes"):
         return {"op": op, "rows": p["shape"][0], "cols": p["shape"][1], "dtype": dtype}
-    cols = p["shape"][-1]
-    x = torch.randn(p["shape"], generator=generator, dtype=torch.float64) * p.get("std", 1.0) + p.get("mean", 0.0)
-    inputs = {"op": op, "kernel": p.get("kernel", "auto"), "eps": EPS, "x": x.to(dtype),
-              "gamma": (1 + 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)).to(dtype),
-              "beta": (0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)).to(dtype),
-              "misaligned": p.get("misaligned", False)}
+    x = random_x(p, generator)
+    gamma, beta = random_affine(p["shape"][-1], generator)
+    inputs = {"op": op, "kernel": p.get("kernel", "auto"), "eps": EPS, "x": x.to(dtype), "gamma": gamma.to(dtype),
+              "beta": beta.to(dtype), "misaligned": p.get("misaligned", False)}
     if op in ("backward_op", "autograd"):
-        inputs["dy"] = (torch.randn(p["shape"], generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
+        inputs["dy"] = random_dy(p["shape"], generator, dtype)
     if op == "backward_op":
-        mean, rstd = _statistics(inputs["x"].double())
-        inputs["mean"], inputs["rstd"] = mean.to(STATS_DTYPE[dtype]), rstd.to(STATS_DTYPE[dtype])
+        inputs["mean"], inputs["rstd"] = saved_statistics(inputs["x"])
     if "bad" in p:
         inputs["bad"] = p["bad"]
     return inputs
@@ -77,25 +71,26 @@ def on_device(case, inputs):
     return inputs
 
 
-def _autograd(ext, inputs):
-    x, gamma, beta = (inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
-    y = ext.layer_norm(x, x.shape[-1], gamma, beta, inputs["eps"], kernel=inputs["kernel"])
-    return torch.autograd.grad(y, (x, gamma, beta), inputs["dy"])
+# ---- the calls: `ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension ----
+
+def _call_forward(ext, inputs):
+    return ext._ext.forward(inputs["x"], inputs["gamma"], inputs["beta"], inputs["eps"], inputs["kernel"])
 
 
-RUNS = {
-    "forward": lambda ext, i: ext._ext.forward(i["x"], i["gamma"], i["beta"], i["eps"], i["kernel"]),
-    "backward_op": lambda ext, i: ext._ext.backward(i["dy"], i["x"], i["gamma"], i["mean"], i["rstd"], i["kernel"]),
-    "autograd": _autograd,
-    "forward_bytes": lambda ext, i: torch.tensor([ext.forward_bytes(i["rows"], i["cols"], i["dtype"])], dtype=torch.float64),
-    "backward_bytes": lambda ext, i: torch.tensor([ext.backward_bytes(i["rows"], i["cols"], i["dtype"])], dtype=torch.float64),
-}
+def _call_backward(ext, inputs):
+    return ext._ext.backward(inputs["dy"], inputs["x"], inputs["gamma"], inputs["mean"], inputs["rstd"],
+                             inputs["kernel"])
 
 
-def call(ext, inputs):
-    """`ext` is the unit's entry module, layernorm.py; ext._ext is the compiled extension."""
-    with empty_is_nan():
-        return RUNS[inputs["op"]](ext, inputs)
+def _call_autograd(ext, inputs):
+    def layer_norm(x, gamma, beta):
+        return ext.layer_norm(x, x.shape[-1], gamma, beta, inputs["eps"], kernel=inputs["kernel"])
+    return gradients(layer_norm, inputs, ("x", "gamma", "beta"), "dy")
+
+
+def _call_bytes(ext, inputs):
+    count = getattr(ext, inputs["op"])  # layernorm.py's forward_bytes or backward_bytes
+    return torch.tensor([count(inputs["rows"], inputs["cols"], inputs["dtype"])], dtype=torch.float64)
 
 
 def baseline(inputs):
@@ -120,76 +115,51 @@ def bytes_moved(inputs):
 
 # ---- what is right: float64 on the inputs as given (fp16 and bf16 ones already rounded) ----
 
-def _statistics(x):
-    mean = x.mean(dim=-1)
-    return mean, 1 / torch.sqrt(((x - mean[..., None]) ** 2).mean(dim=-1) + EPS)
+def _forward_reference(inputs):
+    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double())
 
 
-def reference(inputs):
-    op = inputs["op"]
-    if op.endswith("_bytes"):
-        return (torch.tensor([_bytes(op, inputs["rows"], inputs["cols"], inputs["dtype"])], dtype=torch.float64),)
-    x, gamma = inputs["x"].double(), inputs["gamma"].double()
-    if op == "forward":
-        mean, rstd = _statistics(x)
-        return (x - mean[..., None]) * rstd[..., None] * gamma + inputs["beta"].double(), mean, rstd
-    dy = inputs["dy"].double()
-    if op == "autograd":
-        leaves = [t.double().requires_grad_() for t in (inputs["x"], inputs["gamma"], inputs["beta"])]
-        y = F.layer_norm(leaves[0], (x.shape[-1],), leaves[1], leaves[2], EPS)
-        return torch.autograd.grad(y, leaves, dy)
-    mean, rstd = inputs["mean"].double()[..., None], inputs["rstd"].double()[..., None]
-    xhat = (x - mean) * rstd
-    g = dy * gamma
-    dx = rstd * (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True))
-    rows = x.reshape(-1, x.shape[-1]), dy.reshape(-1, x.shape[-1]), xhat.reshape(-1, x.shape[-1])
-    return dx, (rows[1] * rows[2]).sum(0), rows[1].sum(0)
+def _backward_reference(inputs):
+    """dx on the statistics given, dgamma and dbeta as sums over the rows."""
+    return formula_gradients(*(inputs[name].double() for name in ("dy", "x", "gamma", "mean", "rstd")))
 
 
-def output_names(inputs):
-    op = inputs["op"]
-    if op.endswith("_bytes"):
-        return ("bytes",)
-    return ("y", "mean", "rstd") if op == "forward" else ("dx", "dgamma", "dbeta")
+def _autograd_reference(inputs):
+    return autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"])
 
 
-def output_dtypes(inputs):
-    if inputs["op"].endswith("_bytes"):
-        return (torch.float64,)
-    dtype = inputs["x"].dtype
-    return tuple(STATS_DTYPE[dtype] if name in ("mean", "rstd") else dtype for name in output_names(inputs))
+def _bytes_reference(inputs):
+    return (torch.tensor([_bytes(inputs["op"], inputs["rows"], inputs["cols"], inputs["dtype"])], dtype=torch.float64),)
 
 
-def _max(t):
-    return t.abs().max().item() if t.numel() else 0.0
+# The tolerances: common/layernorm_tests.py's model (day04's), with a row's |mean| / std read
+# from its rstd.
+
+def _rows(inputs, name):
+    return inputs[name].double().reshape(-1, inputs["x"].shape[-1])
 
 
-def tolerance(inputs):
-    """{output name: (atol, rtol)}, from the sizes of what each output sums and rounds (day04's model)."""
-    op = inputs["op"]
-    if op.endswith("_bytes"):
-        return {"bytes": (0.0, 0.0)}  # a count of bytes is exact
-    dtype = inputs["x"].dtype
-    acc_eps = torch.finfo(STATS_DTYPE[dtype]).eps
-    rounding = ROUNDINGS * acc_eps + OUTPUT_ROUNDINGS * torch.finfo(dtype).eps / 2
-    x = inputs["x"].double().reshape(-1, inputs["x"].shape[-1])
-    gamma = inputs["gamma"].double()
-    mean, rstd = _statistics(x)
-    condition = (mean.abs() * rstd).max().item() if x.numel() else 0.0
-    spread = acc_eps * condition  # float32 rounding of the mean, relative to the row's spread
-    xhat = (x - mean[:, None]) * rstd[:, None]
-    if op == "forward":
-        atol = rounding * (_max(xhat * gamma) + _max(inputs["beta"].double())) + COND_ROUNDINGS * spread * _max(gamma)
-        return {"y": (atol, torch.finfo(dtype).eps), "mean": (ROUNDINGS * acc_eps * _max(x), 0.0),
-                "rstd": (0.0, ROUNDINGS * acc_eps + spread)}
-    dy = inputs["dy"].double().reshape(x.shape)
-    g = dy * gamma
-    dx_size = _max(rstd * (g.abs().amax(dim=1) + xhat.abs().amax(dim=1) * (g * xhat).abs().mean(dim=1))) \
-        if x.numel() else 0.0
-    conditioned = rounding + COND_ROUNDINGS * spread
-    return {"dx": (conditioned * dx_size, 0.0),
-            "dgamma": (conditioned * _max((dy * xhat).abs().sum(dim=0)), 0.0),
-            "dbeta": (rounding * _max(dy.abs().sum(dim=0)), 0.0)}
+def _forward_tolerance(inputs):
+    return forward_tolerance(_rows(inputs, "x"), inputs["gamma"].double(), inputs["beta"].double(),
+                             inputs["x"].dtype, condition_by_rstd)
+
+
+def _backward_tolerance(inputs):
+    return backward_tolerance(_rows(inputs, "x"), inputs["gamma"].double(), _rows(inputs, "dy"), inputs["x"].dtype,
+                              condition_by_rstd)
+
+
+_BYTES = Op(nan_filled(_call_bytes), _bytes_reference, ("bytes",), lambda inputs: (torch.float64,), exact)  # exact counts
+OPS = {
+    "forward": Op(nan_filled(_call_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(),
+                  _forward_tolerance),
+    "backward_op": Op(nan_filled(_call_backward), _backward_reference, GRADIENTS, dtypes_like("x", 3),
+                      _backward_tolerance),
+    "autograd": Op(nan_filled(_call_autograd), _autograd_reference, GRADIENTS, dtypes_like("x", 3),
+                   _backward_tolerance),
+    "forward_bytes": _BYTES,
+    "backward_bytes": _BYTES,
+}
 
 
 # ---- the cases ----
@@ -211,24 +181,22 @@ HINTS = {
 
 
 def _forward(kernel, what, shape, dtype=torch.float32, points=1.0, hint="", checks=(INPUTS_UNCHANGED,), **params):
-    return Case(f"cuda_{kernel}_{what}", f"cuda_{kernel}", "cuda", points,
-                dict(op="forward", kernel=kernel, shape=shape, dtype=dtype, **params), checks=checks,
-                hint=hint or HINTS.get(kernel, ""))
+    return values_case(f"cuda_{kernel}_{what}", "cuda", shape, dtype, points, checks, hint or HINTS.get(kernel, ""),
+                       group=kernel, op="forward", kernel=kernel, **params)
 
 
 def _backward(kernel, what, shape, dtype=torch.float32, **params):
-    return Case(f"cuda_bwd_{kernel}_{what}", "cuda_backward", "cuda", 1.0,
-                dict(op="backward_op", kernel=kernel, shape=shape, dtype=dtype, **params))
+    return values_case(f"cuda_bwd_{kernel}_{what}", "cuda", shape, dtype, checks=(), group="backward",
+                       op="backward_op", kernel=kernel, **params)
 
 
 def _bytes_case(op, shape, dtype):
-    return Case(f"cpu_{op}_{str(dtype)[6:]}", "cpu_bytes", "cpu", 1.0, dict(op=op, shape=shape, dtype=dtype),
-                hint=HINTS["bytes"])
+    return values_case(f"cpu_{op}_{str(dtype)[6:]}", "cpu", shape, dtype, checks=(), hint=HINTS["bytes"],
+                       group="bytes", op=op)
 
 
 def _error(name, words, bad):
-    return Case(name, "cpu_errors", "cpu", 0.5, dict(op="forward", shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint="check every argument with TORCH_CHECK and name it in the message")
+    return error_case(name, words, CHECK_HINT, op="forward", bad=bad)
 
 
 STUDENT_KERNELS = ("warp_per_row", "vectorized")

@@ -4,6 +4,7 @@
 
 #include "device_math.cuh"
 #include "layernorm_fast.h"
+#include "reductions.cuh"
 
 // N elements that load and store as one 16-byte access: alignas makes the compiler emit a
 // single ld.global.v4 / st.global.v4 instead of N narrow ones. Only valid at an address that

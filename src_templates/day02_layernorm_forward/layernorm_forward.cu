@@ -6,39 +6,16 @@
 //   y_j  = (x_j − mean) · rstd · γ_j + β_j
 //
 // Every thread of the block strides over the row; partial sums are combined
-// first inside each warp (register shuffles) and then across warps (shared memory).
+// first inside each warp (register shuffles) and then across warps (shared memory):
+// block_reduce_sum, in reductions.cuh.
 #include "course_todo.h"
 #include "layernorm_forward.h"
+#include "reductions.cuh"
 
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;  // rows beyond this are taken by a grid-stride loop
-
-COURSE_TODO("day02: layernorm_forward.cu, warp_reduce_sum: add `value` over the 32 lanes of the warp with __shfl_xor_sync, then delete this line");
-// Sum of `value` over the 32 lanes of a warp; every lane receives the total.
-template <typename T>
-__device__ T warp_reduce_sum(T value) {
-  return value;  // TODO(day02): add in the other lanes' values: __shfl_xor_sync(0xffffffffu, value, offset)
-}
-
-// Sum of `value` over the whole block; every thread receives the total.
-template <typename T>
-__device__ T block_reduce_sum(T value) {
-  __shared__ T warp_sums[kWarpSize];
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int num_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-
-  value = warp_reduce_sum(value);
-  __syncthreads();  // an earlier call may still be reading warp_sums
-  if (lane == 0) warp_sums[warp] = value;
-  __syncthreads();
-  // Every warp adds up the per-warp sums, so the total reaches all threads without another barrier.
-  value = lane < num_warps ? warp_sums[lane] : T(0);
-  return warp_reduce_sum(value);
-}
 
 COURSE_TODO("day02: layernorm_forward.cu, layernorm_forward_kernel: compute mean and rstd of each row (two passes with block_reduce_sum), write y, mean and rstd, then delete this line");
 template <typename T>

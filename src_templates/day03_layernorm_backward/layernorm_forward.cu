@@ -6,41 +6,16 @@
 //   y_j  = (x_j − mean) · rstd · γ_j + β_j
 //
 // Every thread of the block strides over the row; partial sums are combined
-// first inside each warp (register shuffles) and then across warps (shared memory).
+// first inside each warp (register shuffles) and then across warps (shared memory):
+// block_reduce_sum, in reductions.cuh.
 #include "course_todo.h"
 #include "layernorm_forward.h"
+#include "reductions.cuh"
 
 namespace {
 
-constexpr int kWarpSize = 32;
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;  // rows beyond this are taken by a grid-stride loop
-
-// Sum of `value` over the 32 lanes of a warp; every lane receives the total.
-template <typename T>
-__device__ T warp_reduce_sum(T value) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  }
-  return value;
-}
-
-// Sum of `value` over the whole block; every thread receives the total.
-template <typename T>
-__device__ T block_reduce_sum(T value) {
-  __shared__ T warp_sums[kWarpSize];
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int num_warps = (blockDim.x + kWarpSize - 1) / kWarpSize;
-
-  value = warp_reduce_sum(value);
-  __syncthreads();  // an earlier call may still be reading warp_sums
-  if (lane == 0) warp_sums[warp] = value;
-  __syncthreads();
-  // Every warp adds up the per-warp sums, so the total reaches all threads without another barrier.
-  value = lane < num_warps ? warp_sums[lane] : T(0);
-  return warp_reduce_sum(value);
-}
 
 template <typename T>
 __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ gamma,

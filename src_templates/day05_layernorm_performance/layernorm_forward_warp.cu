@@ -11,6 +11,7 @@
 #include "course_todo.h"
 #include "device_math.cuh"
 #include "layernorm_fast.h"
+#include "reductions.cuh"
 
 namespace {
 
@@ -33,7 +34,7 @@ __global__ void layernorm_forward_warp_kernel(const T* __restrict__ x, const T* 
   //     b * kRowsPerBlock + w, then every row_step-th row after it;
   //   - inside a row, lane j reads x_row[j], x_row[j + 32], ... (j < cols): neighbouring lanes
   //     read neighbouring elements, so each warp-wide read is one coalesced transaction;
-  //   - warp_reduce_sum (device_math.cuh) in place of block_reduce_sum: every lane gets the sum;
+  //   - warp_reduce_sum (reductions.cuh) in place of block_reduce_sum: every lane gets the sum;
   //   - lane 0 writes mean_out[row] and rstd_out[row].
 }
 

@@ -1,0 +1,124 @@
+"""A unit is one folder: a toy unit of each build and load kind, written into a temporary
+course, is generated, runs its public tests in its notebook and is graded, with no file
+outside its folder touched. A torch.ops unit rebuilds in one process and runs the new code."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from autograder import mutants, report
+from autograder.grade import grade
+from course.authoring import generate, units
+from course.authoring.run_notebook import outputs_text, run
+import toy_course
+from toy_course import TOYS, make_course, ops_source
+
+pytestmark = pytest.mark.autograder
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    repo = make_course(str(tmp_path_factory.mktemp("course")))
+    assert generate.main(["--repo", repo]) == 0
+    return repo
+
+
+def test_generated_files_come_from_the_unit_folders_alone(course):
+    assert generate.main(["--repo", course, "--check"]) == 0
+    for name, toy in TOYS.items():
+        for file in toy["files"]:
+            assert os.path.exists(os.path.join(course, "src_templates", name, file))
+        for notebook in (f"notebooks/{name}.ipynb", f"notebooks/instructor/{name}.ipynb"):
+            assert os.path.exists(os.path.join(course, notebook))
+    assert sorted(os.listdir(course)) == ["notebooks", "solutions", "src_templates"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", list(TOYS))
+def test_instructor_notebook_passes_its_public_tests(name, course, tmp_path):
+    ok, notebook, error = run(os.path.join(course, "notebooks", "instructor", f"{name}.ipynb"), str(tmp_path))
+    text = outputs_text(notebook)
+    assert ok, error[-3000:]
+    assert f"Built {name}" in text and "1/1 public tests passed" in text, text[-3000:]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", list(TOYS))
+def test_student_notebook_stops_with_the_todo_message(name, course, tmp_path):
+    ok, notebook, error = run(os.path.join(course, "notebooks", f"{name}.ipynb"), str(tmp_path))
+    assert not ok and "PublicTestsFailed" in error, error[-3000:]
+    assert f"TODO({name.split('_')[0]})" in outputs_text(notebook)
+
+
+def _grade(unit, submission, tmp_path):
+    result = grade(str(submission), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False)
+    with open(report.write(result, str(tmp_path / "out"))) as handle:
+        return result, json.load(handle)
+
+
+@pytest.mark.parametrize("name", list(TOYS))
+def test_reference_gets_full_marks_and_visibility_follows_the_public_file(name, course, tmp_path):
+    unit = units.load(name, course)
+    unit.write("solution", str(tmp_path / "submission"))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    assert data["score"] == 3, report.table(result)  # the build and both cases
+    visibility = {test["name"]: test["visibility"] for test in data["tests"]}
+    assert visibility == {"build": "visible", "cpu_scale_small": "visible", "cpu_scale_long": "after_published"}
+
+
+@pytest.mark.parametrize("name", list(TOYS))
+def test_template_and_mutant_lose_the_cases(name, course, tmp_path):
+    unit = units.load(name, course)
+    unit.write("template", str(tmp_path / "template"))
+    result, _ = _grade(unit, tmp_path / "template", tmp_path / "t")
+    failed = {t.name: t.output for t in result.tests if not t.passed}
+    assert set(failed) == {"cpu_scale_small", "cpu_scale_long"}, report.table(result)
+    assert all(f"TODO({unit.day})" in output for output in failed.values())
+    (mutant,) = mutants.load(unit).values()
+    mutants.write(unit, mutant, str(tmp_path / "mutant"))
+    result, _ = _grade(unit, tmp_path / "mutant", tmp_path / "m")
+    assert {t.name for t in result.tests if not t.passed} == {"cpu_scale_small", "cpu_scale_long"}
+
+
+# Three builds in one process, the kernel edited before each: the namespace is defined anew
+# each time and the last build's factor is what runs.
+REBUILD = """
+import os, sys
+import torch
+from course.build import Plan
+from course.loading import build_and_load
+
+plan, source, build = Plan.from_json(sys.argv[1]), sys.argv[2], sys.argv[3]
+kernel, previous = os.path.join(source, sys.argv[4]), 2
+for factor in (3, 5, 7):
+    with open(kernel) as handle:
+        text = handle.read().replace(f"y[i] = {previous} * x[i]", f"y[i] = {factor} * x[i]")
+    with open(kernel, "w") as handle:
+        handle.write(text)
+    ops, seconds = build_and_load(plan, source, build)
+    print(factor, ops.scale(torch.ones(3)).tolist(), f"{seconds:.1f}s", flush=True)
+    previous = factor
+"""
+
+
+@pytest.mark.parametrize("build", ["wheel", "jit"])
+def test_torch_ops_unit_rebuilds_three_times_in_one_process(build, course, tmp_path):
+    unit = units.load("toy02_wheel", course)
+    source = tmp_path / "src"
+    if build == "wheel":
+        unit.write("solution", str(source))
+        plan, kernel = unit.plan(), "csrc/kernel.cpp"
+    else:  # the same op JIT-built, as a notebook would, under a namespace of its own
+        from course.build import Plan
+
+        for file, text in ops_source("toy02_jit").items():
+            toy_course.write(str(source / file), text)
+        plan, kernel = Plan("toy02_jit_ops", "jit", "torch_ops", ("ops.cpp", "kernel.cpp"), "toy02_jit"), "kernel.cpp"
+    result = subprocess.run([sys.executable, "-c", REBUILD, plan.to_json(), str(source), str(tmp_path / "build"), kernel],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line.split(" ", 1) for line in result.stdout.splitlines()]
+    assert [(factor, values.rsplit(" ", 1)[0]) for factor, values in lines] == [
+        ("3", "[3.0, 3.0, 3.0]"), ("5", "[5.0, 5.0, 5.0]"), ("7", "[7.0, 7.0, 7.0]")], result.stdout
