@@ -1,25 +1,24 @@
 """Perf cases and the shared benchmark harness, on the CPU: a toy unit (a row softmax
-written in Python beside an empty C++ module) is graded end to end with a fast, a
-slow and a wrong submission."""
+written in Python) is graded end to end with a fast, a slow and a wrong submission."""
+import dataclasses
 import json
 import os
 import sys
 import time
 import types
-from dataclasses import dataclass
 
 import pytest
 import torch
 
-from autograder import report
-from autograder import grade as grading
-from autograder.grade import Grade, grade
+from autograder import report, results
+from autograder.grade import grade
+from autograder.results import Grade
 from course import bench
+from course.authoring import units
 from course.cases import Case, check_needs, make_input_sets
 from course.harness import empty_is_nan, execute
 from course.judge import perf_fraction
 from course.public import run_case
-from course.authoring.units import Unit
 
 pytestmark = pytest.mark.autograder
 
@@ -29,18 +28,14 @@ import time
 import torch
 
 from course.cases import Case
+from course.ops import Op
 
-OUTPUT_NAMES = ("y",)
 FORBIDDEN_OPS = ()
 
 
 def make_inputs(case, generator):
     rows, cols = case.params["shape"]
     return {"x": torch.randn(rows, cols, generator=generator)}
-
-
-def call(ext, inputs):
-    return ext.row_softmax(inputs["x"])
 
 
 def baseline(inputs):
@@ -52,17 +47,9 @@ def bytes_moved(inputs):
     return 2 * inputs["x"].numel() * inputs["x"].element_size()
 
 
-def reference(inputs):
-    return (torch.softmax(inputs["x"].double(), dim=1),)
-
-
-def output_dtypes(inputs):
-    return (inputs["x"].dtype,)
-
-
-def tolerance(inputs):
-    return (1e-6, 1e-5)
-
+OPS = {"row_softmax": Op(call=lambda ext, inputs: ext.row_softmax(inputs["x"]),
+                         reference=lambda inputs: (torch.softmax(inputs["x"].double(), dim=1),), outputs=("y",),
+                         dtypes=lambda inputs: (inputs["x"].dtype,), tolerance=lambda inputs: (1e-6, 1e-5))}
 
 # The baseline sleeps 20 ms, the slow submission 200 ms and the fast one not at all (softmax
 # itself takes under 1 ms): the fast one measured 74x and the slow one 0.1x, each far from its
@@ -75,9 +62,6 @@ CASES = [
 ]
 '''
 
-# The library only has to import: the toy op is Python, so each build takes seconds.
-TOY_CPP = "#include <pybind11/pybind11.h>\n\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n"
-
 SUBMISSIONS = {
     # Also notes where it was imported: never in the children that time torch's op.
     "fast": ("import os\nimport torch\n\nwith open({log!r}, 'a') as log:\n    log.write(os.getcwd() + '\\n')\n\n"
@@ -87,20 +71,16 @@ SUBMISSIONS = {
 }
 
 
-@dataclass(frozen=True)
-class ToyUnit(Unit):
-    spec_file: str = ""
-
-    def spec_path(self) -> str:
-        return self.spec_file
-
-
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory):
+    """A unit of Python alone (build kind none): its op is the submission's row_softmax()."""
     root = tmp_path_factory.mktemp("toy")
-    (root / "toy_spec.py").write_text(TOY_SPEC)
-    unit = ToyUnit("perf_toy", "a toy", ("toy.cpp", "row_softmax.py"), (), spec_file=str(root / "toy_spec.py"))
-    return unit, root
+    folder = root / "solutions" / "perf_toy"
+    folder.mkdir(parents=True)
+    (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
+    (folder / "public_tests.py").write_text(TOY_SPEC)
+    (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
+    return units.load("perf_toy", str(root)), root
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +93,6 @@ def graded(toy):
         if kind not in done:
             folder = root / kind
             folder.mkdir()
-            (folder / "toy.cpp").write_text(TOY_CPP)
             log = root / f"{kind}.imports"
             (folder / "row_softmax.py").write_text(SUBMISSIONS[kind].format(log=str(log)))
             with pytest.MonkeyPatch.context() as patch:
@@ -189,9 +168,9 @@ def test_wrong_submission_earns_nothing_for_speed(graded):
 
 def test_fractional_scores_in_table_and_json():
     result = Grade("toy", tests=[
-        grading.TestResult("build", 1.0, True, "compiled", visibility="visible"),
-        grading.TestResult("perf", 5.0, True, "yours 1.000 ms, torch 0.850 ms: 0.85x torch -> 3.5/5 points", fraction=0.7),
-        grading.TestResult("values", 1.0, False, "y: 3 of 8 elements differ"),
+        results.TestResult("build", 1.0, True, "compiled", visibility="visible"),
+        results.TestResult("perf", 5.0, True, "yours 1.000 ms, torch 0.850 ms: 0.85x torch -> 3.5/5 points", fraction=0.7),
+        results.TestResult("values", 1.0, False, "y: 3 of 8 elements differ"),
     ])
     data = report.results_json(result)
     assert [t["score"] for t in data["tests"]] == [1.0, 3.5, 0.0] and data["score"] == 4.5
@@ -201,14 +180,13 @@ def test_fractional_scores_in_table_and_json():
 
 
 # The harness and the bench helpers in this process, with a module-like object as the op.
-def _spec_and_case(tmp_path):
-    (tmp_path / "toy_spec.py").write_text(TOY_SPEC)
-    spec = ToyUnit("perf_toy", "", (), (), spec_file=str(tmp_path / "toy_spec.py")).load_spec()
+def _spec_and_case(toy):
+    spec = toy[0].tests()
     return spec, next(c for c in spec.CASES if c.name == "cpu_perf_unchecked")
 
 
-def test_execute_times_the_op_or_torchs_own(tmp_path):
-    spec, case = _spec_and_case(tmp_path)
+def test_execute_times_the_op_or_torchs_own(toy):
+    spec, case = _spec_and_case(toy)
     input_sets = make_input_sets(spec, case, seed=1)
     assert len(input_sets) == 3
     ours = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case, input_sets)
@@ -218,10 +196,10 @@ def test_execute_times_the_op_or_torchs_own(tmp_path):
     assert torch.allclose(ours["outputs"][0][0], torch.softmax(input_sets[0]["x"], 1))
 
 
-def test_timed_calls_run_without_nan_filling(tmp_path):
+def test_timed_calls_run_without_nan_filling(toy):
     """Specs wrap their op in empty_is_nan; while a perf case is timed it must not fill new
     memory (a write of every output torch's time would not have), elsewhere it must."""
-    spec, case = _spec_and_case(tmp_path)
+    spec, case = _spec_and_case(toy)
     seen = []
 
     def row_softmax(x):
@@ -232,15 +210,16 @@ def test_timed_calls_run_without_nan_filling(tmp_path):
         with empty_is_nan():
             return ext.row_softmax(inputs["x"])
 
-    spec.call = call
-    execute(spec, types.SimpleNamespace(row_softmax=row_softmax), case, make_input_sets(spec, case, seed=1))
+    wrapped = types.SimpleNamespace(**vars(spec))
+    wrapped.OPS = {"row_softmax": dataclasses.replace(spec.OPS["row_softmax"], call=call)}
+    execute(wrapped, types.SimpleNamespace(row_softmax=row_softmax), case, make_input_sets(spec, case, seed=1))
     assert seen and not any(seen)
     with empty_is_nan():
         assert torch.are_deterministic_algorithms_enabled()
 
 
-def test_public_run_case_times_both_in_process(tmp_path):
-    spec, case = _spec_and_case(tmp_path)
+def test_public_run_case_times_both_in_process(toy):
+    spec, case = _spec_and_case(toy)
     # A right answer far faster than torch's op (looked up, not computed), so that a burst of
     # load on a shared CI core cannot push the ratio under full_at: torch.softmax against
     # itself once measured 0.05x there.
