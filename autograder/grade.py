@@ -19,7 +19,7 @@ from autograder.results import Grade, TestResult
 from autograder.runner import GroupRunner
 from autograder.submission import materialize
 from course.authoring.units import Unit
-from course.build import BuildError, Built, build_in_subprocess, first_errors
+from course.build import BuildError, Built, build_in_subprocess, first_errors, libstdcxx_problem
 from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
 
@@ -77,6 +77,8 @@ def build_stage(unit: Unit, source_dir: str, build_dir: str, missing: list[str],
         return test, None
     test.passed, test.output = True, {"jit": "compiled", "wheel": "built and installed the wheel",
                                       "none": "nothing to build"}[unit.build]
+    if built.library and libstdcxx_problem(built.library):  # the children would crash on it
+        test.output += "\n" + libstdcxx_problem(built.library)
     return test, built
 
 

@@ -151,6 +151,27 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
         cpp_extension._import_module_from_library = importer
 
 
+# Defined by a library that carries its own copy of libstdc++: a g++ set up to link it
+# statically does that to every extension. That copy is never initialized, and the
+# extension's first number printed to a stream (a TORCH_CHECK message with a size in it)
+# crashes the process. The shared libstdc++, preloaded, wins symbol lookup instead.
+_STATIC_LIBSTDCXX_SYMBOL = "_ZNSt8ios_base4InitC1Ev"
+
+
+def libstdcxx_problem(library: str) -> str:
+    """'' unless `library` carries its own libstdc++ and the shared one is not preloaded: then
+    what will crash and how to avoid it."""
+    nm = shutil.which("nm")
+    if nm is None or "libstdc++" in os.environ.get("LD_PRELOAD", ""):
+        return ""
+    symbols = subprocess.run([nm, "-D", "--defined-only", library], capture_output=True, text=True).stdout
+    if _STATIC_LIBSTDCXX_SYMBOL not in symbols:
+        return ""
+    return (f"warning: {os.path.basename(library)} carries its own copy of libstdc++ (this g++ links it "
+            "statically), which crashes on the first number an error message prints. Start Python with "
+            "the shared one preloaded: export LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)")
+
+
 def _pip(*args: str, verbose: bool) -> str:
     """Run pip offline in a child; return its output, or raise BuildError with its errors."""
     env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
@@ -184,8 +205,11 @@ def build(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
     """Build the unit's files in source_dir, as its plan says, in this process."""
     if plan.build == "jit":
         sources = [os.path.join(source_dir, f) for f in plan.compiled]
-        return Built(library=compile_extension(plan.name, sources, build_dir, verbose=verbose,
-                                               extra_cuda_cflags=extra_cuda_cflags))
+        library = compile_extension(plan.name, sources, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
+        problem = libstdcxx_problem(library)
+        if problem:
+            print(problem, file=sys.stderr)
+        return Built(library=library)
     if plan.build == "wheel":
         return Built(prefix=build_wheel(source_dir, build_dir, verbose=verbose))
     return Built()

@@ -1,6 +1,12 @@
 """The build helper's own contracts, beyond building units (tests/test_units.py)."""
 import ctypes
+import shutil
+import subprocess
 import sys
+
+import pytest
+
+from course.build import libstdcxx_problem
 
 from course.loading import _forget_loaded_module
 
@@ -21,3 +27,17 @@ def test_forgetting_a_module_keeps_the_interpreter_state_alive():
     for _ in range(200):
         _forget_loaded_module("no_such_module")
     assert sys.getrefcount(state) == before
+
+
+@pytest.mark.skipif(shutil.which("g++") is None or shutil.which("nm") is None, reason="needs g++ and nm")
+def test_a_library_with_its_own_libstdcxx_is_named_with_the_fix(tmp_path, monkeypatch):
+    (tmp_path / "prints.cpp").write_text("#include <iostream>\nvoid f() { std::cout << 1.5 << std::endl; }\n")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    for flags, crashes in (([], False), (["-static-libstdc++"], True)):
+        library = str(tmp_path / f"lib{len(flags)}.so")
+        subprocess.run(["g++", "-shared", "-fPIC", *flags, str(tmp_path / "prints.cpp"), "-o", library], check=True)
+        problem = libstdcxx_problem(library)
+        assert bool(problem) == crashes, problem
+    assert "LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)" in problem
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libstdc++.so.6")
+    assert libstdcxx_problem(library) == ""
