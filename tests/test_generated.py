@@ -1,5 +1,6 @@
 """Generated files (templates, notebooks) must match what solutions/ generates."""
 import os
+import re
 
 import nbformat
 import pytest
@@ -69,3 +70,19 @@ def test_readme_links_every_notebook(name):
     with open(os.path.join(units.REPO, "README.md"), encoding="utf-8") as handle:
         readme = handle.read()
     assert f"notebooks/{name}.ipynb" in readme and f"notebooks/instructor/{name}.ipynb" in readme
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_the_notebook_ships_every_course_module_its_code_imports(name):
+    """The notebook's runtime cell is all a Colab runtime has of the course: whatever its files
+    and the unit's public tests import from `course` must be among them. (Here an installed
+    course package would hide a missing one.)"""
+    files = generate.runtime_files(units.load(name))
+    shipped = {path.removeprefix("course/").removesuffix(".py") for path in files if path.startswith("course/")}
+    imported = set()
+    for text in files.values():
+        for match in re.finditer(r"^\s*(?:from course\.(\w+) import|from course import ([\w, ]+)|import course\.(\w+))",
+                                 text, re.M):
+            first, listed, third = match.groups()
+            imported |= {first or third} if (first or third) else {n.strip() for n in listed.split(",")}
+    assert imported and imported <= shipped, f"imported but not shipped: {sorted(imported - shipped)}"
