@@ -76,7 +76,7 @@ def test_build_errors_name_file_and_line(tmp_path):
     unit = units.load("day02_layernorm_forward")
     unit.write("solution", str(tmp_path / "submission"))
     kernel = tmp_path / "submission" / "layernorm_forward.cu"
-    kernel.write_text(kernel.read_text().replace("return value;", "return value", 1))
+    kernel.write_text(kernel.read_text().replace("return cudaGetLastError();", "return cudaGetLastError()", 1))
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
     build = data["tests"][0]
     assert build["name"] == "build" and build["status"] == "failed" and build["visibility"] == "visible"
