@@ -180,12 +180,12 @@ def gradient_sizes(dy, x, gamma, mean, rstd):
     return dx, max_abs((dy * xhat).abs().sum(dim=0)), max_abs(dy.abs().sum(dim=0))
 
 
-def gradient_tolerance(sizes, rounding, conditioned, dgamma_error=0.0):
-    """{dx, dgamma, dbeta: (atol, rtol)}: `conditioned` roundings of dx's and dgamma's sizes (they
-    carry x - mean), `rounding` of dbeta's, plus what the reference's own dgamma is off by."""
+def gradient_tolerance(sizes, plain, conditioned, dgamma_error=0.0):
+    """{dx, dgamma, dbeta: (atol, rtol)}: relative errors `conditioned` of dx's and dgamma's sizes
+    (they carry x - mean) and `plain` of dbeta's, plus what the reference's own dgamma is off by."""
     dx_size, dgamma_size, dbeta_size = sizes
     return {"dx": (conditioned * dx_size, 0.0), "dgamma": (conditioned * dgamma_size + dgamma_error, 0.0),
-            "dbeta": (rounding * dbeta_size, 0.0)}
+            "dbeta": (plain * dbeta_size, 0.0)}
 
 
 def forward_tolerance(x, gamma, beta, dtype, condition, reference_error=False):
