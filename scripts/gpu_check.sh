@@ -8,8 +8,10 @@
 #                                              SELECT="a -k expression" to limit)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
-#   scripts/gpu_check.sh bench                 rebuild-loop timing, the day05 benchmark table
-#                                              (BENCH_DTYPES, default all three) and ncu
+#   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05
+#                                              table, BENCH_DTYPES default all three, and ncu) and
+#                                              bias_gelu (day06 against eager and torch.compile);
+#                                              default both
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
 #                                              keep every cell's output (OUT/notebook_UNIT.txt)
 #
@@ -51,7 +53,7 @@ case "$stage" in
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
     # -v names each test as it ends: a run stopped at its time limit still says what passed.
     # The timer's own GPU tests calibrate a sleep kernel: another worker's kernels would skew it.
-    timed='(test_reference_gets_full_marks and day05) or naive_block_per_row or test_gpu_time_leaves_out or test_host_bound_call'
+    timed='(test_reference_gets_full_marks and (day05 or day06)) or naive_block_per_row or test_gpu_time_leaves_out or test_host_bound_call'
     select="${SELECT:-test}"
     python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
       2>&1 | tee "$OUT/pytest_timed.txt"
@@ -75,10 +77,16 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
-    python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
-      2>&1 | grep -v "^W" | tee "$OUT/bench.txt"
-    python3 bench/profile_layernorm.py 2>&1 | tee "$OUT/ncu.txt" | grep -E "layernorm|param|partials|duration|throughput|bytes|warps|registers" | head -80
+    benches="${*:-layernorm bias_gelu}"
+    if [[ " $benches " == *" layernorm "* ]]; then
+      python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
+      python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
+        2>&1 | grep -v "^W" | tee "$OUT/bench.txt"
+      python3 bench/profile_layernorm.py 2>&1 | tee "$OUT/ncu.txt" | grep -E "layernorm|param|partials|duration|throughput|bytes|warps|registers" | head -80
+    fi
+    if [[ " $benches " == *" bias_gelu "* ]]; then
+      python3 bench/bias_gelu.py --markdown "$OUT/bias_gelu.md" 2>&1 | grep -v "^W" | tee "$OUT/bias_gelu.txt"
+    fi
     ;;
   notebook)
     [ $# -gt 0 ] || { echo "notebook: name one or more units, e.g. day05_layernorm_performance" >&2; exit 2; }

@@ -1,4 +1,4 @@
-// The LayerNorm kernels' launchers and the types they compute in. Plain pointers, sizes and a
+// The LayerNorm kernels' launchers. Plain pointers, sizes and a
 // stream, no torch headers: the .cu files rebuild in seconds, and the .cpp includes this too.
 #pragma once
 
@@ -8,23 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-// The type every sum runs in, and the type of mean and rstd. fp16 keeps 11 significant bits
-// and bf16 8: once a running sum is a few hundred times larger than the next element, that
-// element's last bits round away. So the half types accumulate in float, as PyTorch's own
-// kernels do; float stays float and double double. Only these four element types exist here.
-template <typename T>
-struct AccumulateType;
-template <>
-struct AccumulateType<__half> { using type = float; };
-template <>
-struct AccumulateType<__nv_bfloat16> { using type = float; };
-template <>
-struct AccumulateType<float> { using type = float; };
-template <>
-struct AccumulateType<double> { using type = double; };
-
-template <typename T>
-using acc_type_t = typename AccumulateType<T>::type;
+#include "acc_type.h"
 
 // dgamma and dbeta are sums over all rows, taken in two stages (as on day03): each strip of
 // rows is summed into its own row of a partial buffer, then the strips' partials are added

@@ -8,6 +8,7 @@
 // acc_type_t<T>, and only the final dx, dγ and dβ are rounded to T.
 #include "course_todo.h"
 #include "device_math.cuh"
+#include "layernorm_kernels.h"
 #include "reductions.cuh"
 
 namespace {

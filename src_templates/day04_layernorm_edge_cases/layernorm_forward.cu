@@ -13,6 +13,7 @@
 //   B = 0               nothing is launched: a grid of 0 blocks is an error.
 #include "course_todo.h"
 #include "device_math.cuh"
+#include "layernorm_kernels.h"
 #include "reductions.cuh"
 
 namespace {

@@ -2,7 +2,7 @@
 // element type and the accumulation type.
 #pragma once
 
-#include "layernorm_kernels.h"
+#include "acc_type.h"
 
 // An element as the accumulation type, and a result back as the element type (rounded to
 // nearest). float and double need nothing; __half and __nv_bfloat16 need CUDA's intrinsics,

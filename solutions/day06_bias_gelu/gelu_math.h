@@ -1,0 +1,93 @@
+// GELU and its derivative in the two forms torch.nn.functional.gelu offers, written once for
+// the CPU loops (bias_gelu.cpp) and for both kernels (bias_gelu_forward.cu, _backward.cu).
+// Every function takes and returns the op-math type: float for float16, bfloat16 and float32
+// (16-bit values are widened first), double for float64.
+//
+// erf form, approximate="none" (exact):
+//   gelu(u)  = u·Φ(u),            Φ(u) = (1 + erf(u/√2)) / 2, the normal distribution's CDF
+//   gelu'(u) = Φ(u) + u·φ(u),     φ(u) = exp(−u²/2) / √(2π),  its density
+// tanh form, approximate="tanh" (Hendrycks and Gimpel's approximation of Φ):
+//   gelu(u)  = u·(1 + t) / 2,     t = tanh(a),  a = √(2/π)·(u + 0.044715·u³)
+//   gelu'(u) = (1 + t)/2 + u·(1 − t²)/2 · √(2/π)·(1 + 3·0.044715·u²)      (tanh' = 1 − tanh²)
+//
+// Large |u| saturate instead of overflowing: erf and tanh of a large argument are exactly ±1 in
+// floating point, so gelu(u) is exactly u or 0 and gelu'(u) exactly 1 or 0. Nothing on the way
+// overflows: u³ for |u| = 1e4 is 1e12, and 65504³ (float16's largest) is 2.8e14, far inside
+// float's range. A tanh written with exponentials, (e^2a − 1) / (e^2a + 1), would turn into
+// inf / inf = NaN from a ≈ 44 on; exp(−u²/2) only underflows, to an exact 0.
+#pragma once
+
+#include <math.h>
+
+#ifdef __CUDACC__
+#define GELU_FUNCTION __host__ __device__ __forceinline__
+#else
+#define GELU_FUNCTION inline
+#endif
+
+enum class GeluForm { kErf, kTanh };  // approximate="none", approximate="tanh"
+
+namespace gelu_detail {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/√2
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/√(2π)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
+constexpr double kCubic = 0.044715;                      // the tanh form's coefficient of u³
+
+// erff, tanhf and expf for float, erf, tanh and exp for double: on the host from <math.h>, on
+// the GPU CUDA's own (the same names). A float argument never goes through the double ones.
+GELU_FUNCTION float erf_of(float v) { return erff(v); }
+GELU_FUNCTION double erf_of(double v) { return erf(v); }
+GELU_FUNCTION float tanh_of(float v) { return tanhf(v); }
+GELU_FUNCTION double tanh_of(double v) { return tanh(v); }
+GELU_FUNCTION float exp_of(float v) { return expf(v); }
+GELU_FUNCTION double exp_of(double v) { return exp(v); }
+
+template <typename acc_t>
+GELU_FUNCTION acc_t normal_cdf(acc_t u) {
+  return acc_t(0.5) * (acc_t(1) + erf_of(u * acc_t(kSqrtHalf)));
+}
+
+template <typename acc_t>
+GELU_FUNCTION acc_t tanh_arg(acc_t u) {
+  return acc_t(kSqrt2OverPi) * (u + acc_t(kCubic) * u * u * u);
+}
+
+}  // namespace gelu_detail
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_erf(acc_t u) {
+  return u * gelu_detail::normal_cdf(u);
+}
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_erf_grad(acc_t u) {
+  using namespace gelu_detail;
+  return normal_cdf(u) + u * acc_t(kInvSqrt2Pi) * exp_of(acc_t(-0.5) * u * u);
+}
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_tanh(acc_t u) {
+  using namespace gelu_detail;
+  return acc_t(0.5) * u * (acc_t(1) + tanh_of(tanh_arg(u)));
+}
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_tanh_grad(acc_t u) {
+  using namespace gelu_detail;
+  const acc_t t = tanh_of(tanh_arg(u));
+  const acc_t arg_grad = acc_t(kSqrt2OverPi) * (acc_t(1) + acc_t(3 * kCubic) * u * u);
+  return acc_t(0.5) * (acc_t(1) + t) + acc_t(0.5) * u * (acc_t(1) - t * t) * arg_grad;
+}
+
+// The form chosen at compile time: a kernel is instantiated once per form, so no element
+// pays for a branch, and the compiler never evaluates both forms to pick one.
+template <GeluForm kForm, typename acc_t>
+GELU_FUNCTION acc_t gelu(acc_t u) {
+  return kForm == GeluForm::kTanh ? gelu_tanh(u) : gelu_erf(u);
+}
+
+template <GeluForm kForm, typename acc_t>
+GELU_FUNCTION acc_t gelu_grad(acc_t u) {
+  return kForm == GeluForm::kTanh ? gelu_tanh_grad(u) : gelu_erf_grad(u);
+}

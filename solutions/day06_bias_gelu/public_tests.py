@@ -1,0 +1,325 @@
+"""day06 fused bias + GELU at the bandwidth limit: what is correct, what is fast, and the cases.
+
+forward(x [..., N], bias [N], approximate) -> y = gelu(x + bias)                  compiled
+backward(dy [..., N], x, bias, approximate) -> (dx, dbias)                        compiled
+bias_gelu(x, bias, approximate="none") -> y, differentiable                       bias_gelu.py
+
+approximate is "none" (the erf form) or "tanh", as in torch.nn.functional.gelu. A case's inputs
+name what it runs ("op"):
+- forward, backward: the compiled ops (backward: dx = dy * gelu'(x + bias), dbias = dx summed
+  over every row);
+- autograd: the gradients of bias_gelu through autograd;
+- gradcheck: torch.autograd.gradcheck of bias_gelu in float64, a bool that must be True;
+- rerun: the compiled backward twice on the same inputs; the second must give the same bits;
+- perf cases time forward or backward against eager PyTorch on the same inputs:
+  F.gelu(x + bias), and the backward of that through autograd.
+Every compiled op runs under torch.use_deterministic_algorithms(True), which makes at::empty hand
+out memory filled with NaN: an output element that is never written shows up as NaN.
+"""
+import torch
+import torch.nn.functional as F
+
+from course.cases import INPUTS_UNCHANGED, Case
+from course.harness import empty_is_nan
+from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
+
+UNIT = "day06_bias_gelu"
+FORBIDDEN_OPS = ("aten::gelu", "aten::gelu_backward", "aten::add", "aten::add_", "aten::sum", "aten::mul",
+                 "aten::erf", "aten::tanh")
+DY_MEAN = 0.5  # dy does not average to 0, so that dbias grows with the rows and a lost row shows
+# What extreme cases put into x: GELU must saturate to exactly x + bias or 0 there, never NaN.
+EXTREMES = (20.0, -20.0, 1e4, -1e4)
+FP16_EXTREMES = EXTREMES + (65504.0, -65504.0, 60000.0)  # float16's largest; x + bias rounds back to it
+RERUN_OUTPUTS = ("dx", "dbias", "dx change on rerun", "dbias change on rerun")
+
+
+# ---- inputs ----
+
+def _extremes(x, generator, dtype):
+    """x with about a quarter of its elements replaced by EXTREMES (FP16_EXTREMES for float16)."""
+    values = torch.tensor(FP16_EXTREMES if dtype == torch.float16 else EXTREMES, dtype=torch.float64)
+    mask = torch.rand(x.shape, generator=generator) < 0.25
+    picks = values[torch.randint(len(values), x.shape, generator=generator)]
+    return torch.where(mask, picks, x)
+
+
+def make_inputs(case, generator):
+    p = case.params
+    op, dtype, shape = p["op"], p.get("dtype", torch.float32), p["shape"]
+    x = torch.randn(shape, generator=generator, dtype=torch.float64)
+    if p.get("extreme"):
+        x = _extremes(x, generator, dtype)
+    bias = torch.randn(shape[-1], generator=generator, dtype=torch.float64)
+    inputs = {"op": op, "approximate": p.get("approximate", "none"), "x": x.to(dtype), "bias": bias.to(dtype)}
+    if op in ("backward", "autograd", "rerun"):
+        inputs["dy"] = (torch.randn(shape, generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
+    return inputs
+
+
+def _misaligned(t):
+    """The same values, contiguous, starting one element past a 16-byte boundary."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    flat[1:] = t.reshape(-1)
+    return flat[1:].view(t.shape)
+
+
+# Same values, other memory, made on the device (a copy to the device would not keep them).
+LAYOUTS = {
+    "misaligned": _misaligned,
+    # column-major storage: walked as rows, it yields the values of other rows
+    "transposed": lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2),
+    # every other element of a tensor twice as long: walked as rows, it yields the NaN gaps
+    "every_other": lambda t: torch.stack([t, torch.full_like(t, float("nan"))], dim=-1)[..., 0],
+}
+
+
+def _eager_graph(inputs):
+    """What eager autograd's forward of F.gelu(x + bias) leaves for its backward: a perf case
+    times only that backward, as ours is timed only in backward."""
+    x = inputs["x"].detach().requires_grad_()  # new leaves on the same memory
+    bias = inputs["bias"].detach().requires_grad_()
+    inputs.update(eager_x=x, eager_bias=bias, eager_y=F.gelu(x + bias, approximate=inputs["approximate"]))
+
+
+def on_device(case, inputs):
+    """Layouts, spoiled arguments and eager's graph are made here, where the op will see them."""
+    for name, layout in case.params.get("layouts", {}).items():
+        inputs[name] = LAYOUTS[layout](inputs[name])
+    for name, spoiled in case.params.get("bad", {}).items():
+        inputs[name] = spoiled(inputs[name])
+    if case.kind == "perf" and inputs["op"] == "backward":
+        _eager_graph(inputs)
+    return inputs
+
+
+# ---- the calls: `ext` is the unit's entry module, bias_gelu.py; ext._ext is the compiled extension ----
+
+def _nan_filled(run):
+    """`run` as an op's call, under torch.use_deterministic_algorithms(True): at::empty then hands
+    out memory filled with NaN, so an output element that is never written shows up as NaN."""
+    def call(ext, inputs):
+        with empty_is_nan():
+            return run(ext, inputs)
+    return call
+
+
+def _forward(ext, inputs):
+    return ext._ext.forward(inputs["x"], inputs["bias"], inputs["approximate"])
+
+
+def _backward(ext, inputs):
+    return ext._ext.backward(inputs["dy"], inputs["x"], inputs["bias"], inputs["approximate"])
+
+
+def _rerun(ext, inputs):
+    first = _backward(ext, inputs)
+    second = _backward(ext, inputs)
+    return (*first, *(b - a for a, b in zip(first, second)))
+
+
+def _bias_gelu_of(ext, inputs):
+    return lambda x, bias: ext.bias_gelu(x, bias, inputs["approximate"])
+
+
+def _autograd(ext, inputs):
+    return gradients(_bias_gelu_of(ext, inputs), inputs, ("x", "bias"), "dy")
+
+
+def _gradcheck(ext, inputs):
+    return gradcheck(_bias_gelu_of(ext, inputs), inputs, ("x", "bias"))
+
+
+def baseline(inputs):
+    """Eager PyTorch on the same inputs, what a perf case is measured against: F.gelu(x + bias),
+    or the backward of that through autograd (on the graph on_device made)."""
+    if inputs["op"] == "forward":
+        return F.gelu(inputs["x"] + inputs["bias"], approximate=inputs["approximate"])
+    return torch.autograd.grad(inputs["eager_y"], (inputs["eager_x"], inputs["eager_bias"]), inputs["dy"],
+                               retain_graph=True)
+
+
+def _element_bytes(dtype):
+    return torch.finfo(dtype).bits // 8
+
+
+def bytes_moved(inputs):
+    """What the op must move at the least: forward reads x and bias and writes y; backward reads
+    dy, x and bias and writes dx and dbias. Partial sums that stay on the chip are not counted."""
+    x = inputs["x"]
+    cols = x.shape[-1]
+    if inputs["op"] == "forward":
+        return _element_bytes(x.dtype) * (2 * x.numel() + cols)
+    return _element_bytes(x.dtype) * (3 * x.numel() + 2 * cols)
+
+
+# ---- what is right: float64 on the inputs as given (fp16 and bf16 ones already rounded) ----
+
+def _forward_reference(inputs):
+    return (F.gelu(inputs["x"].double() + inputs["bias"].double(), approximate=inputs["approximate"]),)
+
+
+def _gradients_reference(inputs):
+    """PyTorch's own float64 GELU and autograd: a derivation independent of the kernels'."""
+    x = inputs["x"].double().requires_grad_()
+    bias = inputs["bias"].double().requires_grad_()
+    y = F.gelu(x + bias, approximate=inputs["approximate"])
+    return torch.autograd.grad(y, (x, bias), inputs["dy"].double())
+
+
+def _rerun_reference(inputs):
+    dx, dbias = _gradients_reference(inputs)
+    return dx, dbias, torch.zeros_like(dx), torch.zeros_like(dbias)
+
+
+# How far from it an answer may be. The op computes u = x + bias and GELU in the op-math type
+# (float32 for fp16 and bf16, float64 for fp64) and rounds each output once to its dtype. So:
+# - y: ROUNDINGS roundings of the op-math type, relative to y for u > 0 (where y ~ u) and absolute
+#   where y is near 0 (u < 0: there 1 + erf(u/√2) and 1 + tanh(a) cancel, and an error of a few
+#   roundings of 1 is left, times |u|/2 <= 3 before erf and tanh reach -1 exactly), plus the
+#   output's rounding: OUTPUT_ROUNDINGS half-ulps of the dtype, relative to y;
+# - dx = dy * gelu'(u): the same relative to dx, and absolute times max |dy| (the tanh form's
+#   1 - t^2 cancels too, by a few roundings of 1 times |u|(1 + 0.134 u^2)/2 <= 8);
+# - dbias, a column sum of M terms accumulated in the op-math type: ROUNDINGS roundings of the
+#   largest column sum of |dy| (|gelu'| <= 1.13, and no summation order the kernels use grows a
+#   rounding error faster), plus the output's rounding relative to dbias.
+# One half-ulp is what rounding to nearest can cost, at most: a right answer never needs more.
+# Right answers land well inside; the tanh form computed as erf is off by up to 4.7e-4 (1e-1
+# relative) around u = -2.7, where it fails even a bf16 case's 4e-3 relative; a dbias summed in
+# 16 bits is off by several half-ulps.
+ROUNDINGS = 32
+OUTPUT_ROUNDINGS = 1
+OPMATH = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float32,
+          torch.float64: torch.float64}
+
+
+def _roundings(dtype):
+    """(ROUNDINGS roundings of dtype's op-math type, OUTPUT_ROUNDINGS half-ulps of dtype), relative."""
+    return ROUNDINGS * torch.finfo(OPMATH[dtype]).eps, OUTPUT_ROUNDINGS * torch.finfo(dtype).eps / 2
+
+
+def _max_abs(t):
+    return t.abs().max().item() if t.numel() else 0.0
+
+
+def _forward_tolerance(inputs):
+    op_math, output = _roundings(inputs["x"].dtype)
+    return {"y": (op_math, op_math + output)}
+
+
+def _gradient_tolerance(inputs):
+    op_math, output = _roundings(inputs["x"].dtype)
+    dy = inputs["dy"].double()
+    column_sums = dy.reshape(-1, dy.shape[-1]).abs().sum(dim=0) if dy.shape[-1] else dy
+    return {"dx": (op_math * _max_abs(dy), op_math + output), "dbias": (op_math * _max_abs(column_sums), output)}
+
+
+def _rerun_tolerance(inputs):
+    """The gradients' tolerance for dx and dbias; none for the changes: the same bits twice."""
+    allowed = _gradient_tolerance(inputs)
+    return {name: allowed.get(name, EXACT) for name in RERUN_OUTPUTS}
+
+
+OPS = {
+    "forward": Op(_nan_filled(_forward), _forward_reference, ("y",), dtypes_like("x"), _forward_tolerance),
+    "backward": Op(_nan_filled(_backward), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
+                   _gradient_tolerance),
+    "autograd": Op(_nan_filled(_autograd), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
+                   _gradient_tolerance),
+    "gradcheck": flag(_nan_filled(_gradcheck), "gradcheck_passed"),
+    "rerun": Op(_nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 4), _rerun_tolerance),
+}
+
+
+# ---- the cases ----
+
+HINTS = {
+    "forward": "y = gelu<kForm>(x + bias) in acc_t for every element: does each thread load its bias vector "
+               "once and walk its rows (row += row_step)?",
+    "backward": "dx = dy * gelu_grad<kForm>(x + bias); dbias = dx summed over every row: does stage 1 take every "
+                "row of its strip and write every column of its block, and stage 2 add every strip?",
+    "autograd": "BiasGeluFunction.backward must return (dx, dbias, None): one gradient per input of forward",
+    "gradcheck": "torch.autograd.gradcheck(bias_gelu, (x, bias)) on small float64 inputs with requires_grad=True "
+                 "prints the numerical and your analytical Jacobians",
+    "tail": "N is not a multiple of the vector width here: whole_vectors sends such rows to the scalar path "
+            "(kVec = 1); does your kernel index by vecs, never by cols?",
+    "misaligned": "a tensor starts one element past a 16-byte boundary here: a 16-byte load there is a "
+                  "'misaligned address' error. whole_vectors must check every pointer",
+    "extreme": "|x + bias| is 20, 1e4 or 65504 here: gelu must give exactly x + bias or 0, never NaN (erf and "
+               "tanh saturate to +-1; a tanh built from exp overflows)",
+    "rerun": "two runs on the same inputs gave different bits: atomicAdd adds in whatever order the blocks "
+             "finish; write each strip's partials and add them in a fixed order instead",
+    "stream": "launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)",
+    "checks": "check every argument with TORCH_CHECK and name it in the message",
+}
+SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
+FORMS = {"erf": "none", "tanh": "tanh"}
+
+
+def _case(device, op, form, dtype, shape, what="", points=1.0, checks=(INPUTS_UNCHANGED,), hint="", **params):
+    """A values case named {device}_{op}_{form}_{dtype}[_{what}], in group {device}_{op}."""
+    name = "_".join(filter(None, (device, op, form, SHORT[dtype], what)))
+    return Case(name, f"{device}_{op}", device, points,
+                dict(op=op, approximate=FORMS[form], dtype=dtype, shape=shape, **params),
+                checks=checks, hint=hint or HINTS[op])
+
+
+def _forward_case(device, form, dtype, shape, what="", **params):
+    return _case(device, "forward", form, dtype, shape, what, **params)
+
+
+def _backward_case(device, form, dtype, shape, what="", **params):
+    return _case(device, "backward", form, dtype, shape, what, **params)
+
+
+def _autograd_case(device, form, dtype, shape, what="", **params):
+    return _case(device, "autograd", form, dtype, shape, what, **params)
+
+
+def _gradcheck_case(device, form, shape):
+    return _case(device, "gradcheck", form, torch.float64, shape, checks=())
+
+
+def _error(name, words, op="forward", device="cpu", **bad):
+    """Arguments the op must refuse with an error naming `words`: a [4, 64] case, `bad` spoiling them."""
+    return Case(name, f"{device}_errors", device, 0.5, dict(op=op, shape=(4, 64), bad=bad), kind="error",
+                error_words=words, hint=HINTS["checks"])
+
+
+# A perf case is timed once every case of the student kernels it runs has passed: every such
+# case in the suite that runs it (the notebook's holds the public ones, the autograder's all).
+NEEDS = {"forward": ("cuda_forward_*",), "backward": ("cuda_backward_*", "cuda_rerun_*")}
+
+
+def _perf(op, dtype, shape, full_at, zero_at, points=2.0):
+    """Time the compiled op against eager PyTorch: F.gelu(x + bias), or its backward through autograd."""
+    return Case(f"cuda_perf_{op}_{SHORT[dtype]}", f"cuda_perf_{op}", "cuda", points,
+                dict(op=op, approximate="none", dtype=dtype, shape=shape, full_at=full_at, zero_at=zero_at),
+                kind="perf", timeout=120.0, needs=NEEDS[op],
+                hint="are your loads and stores 16 bytes wide, and does each thread load its bias once?")
+
+
+# Perf thresholds, from the bytes: eager's forward moves 4 tensors the size of x (read x, write
+# x + bias, read it, write y) where ours moves 2, so at equal bandwidth ours is 2x; its backward
+# moves 4 (read dy and the saved x + bias, write dx, read dx again to sum dbias) where ours moves
+# 3: 1.33x, more where eager's column sum runs below the bandwidth. Full points somewhat below
+# those; none where a kernel that does not fuse would land. The reference kernels on an H100
+# (torch 2.11): forward 2.2x (fp32) and 1.75x (bf16) at 4096 x 4096, 2.2x and 2.7x at
+# 16384 x 8192; backward 1.7x and 2.5x at 4096 x 4096, 1.34x and 1.28x at 16384 x 8192. To be
+# confirmed on a T4, at the cases' 8192 x 4096.
+FORWARD_FULL_AT, FORWARD_ZERO_AT = 1.5, 0.9
+BACKWARD_FULL_AT, BACKWARD_ZERO_AT = 1.15, 0.7
+PERF_SHAPE = (8192, 4096)  # 128 MB of fp32 per tensor: well above any L2, and 0.1 ms or more
+
+CASES = [
+    _forward_case("cpu", "erf", torch.float32, (64, 256)),
+    _forward_case("cpu", "tanh", torch.float32, (33, 1001), "tail"),
+    _backward_case("cpu", "erf", torch.float32, (300, 256)),
+    _autograd_case("cpu", "tanh", torch.float32, (40, 96)),
+    _gradcheck_case("cpu", "tanh", (3, 20)),
+    _forward_case("cuda", "erf", torch.float32, (256, 1024)),
+    _forward_case("cuda", "tanh", torch.float32, (77, 1001), "tail", hint=HINTS["tail"]),
+    _backward_case("cuda", "erf", torch.float32, (512, 768)),
+    _autograd_case("cuda", "tanh", torch.float32, (100, 768)),
+    _error("cpu_error_bias_shape", ("bias",), bias=lambda b: b[:-1]),
+    _perf("forward", torch.float32, PERF_SHAPE, FORWARD_FULL_AT, FORWARD_ZERO_AT),
+]
