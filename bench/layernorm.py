@@ -130,8 +130,7 @@ def main() -> None:
              *[f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]]
     print("\n" + "\n".join(lines))
     if args.markdown:
-        with open(args.markdown, "w") as handle:
-            handle.write("```\n" + "\n\n".join(tables) + "\n\n" + "\n".join(lines) + "\n```\n")
+        bench.write_markdown(args.markdown, tables, lines)
 
 
 if __name__ == "__main__":

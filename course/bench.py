@@ -250,3 +250,9 @@ def plot_gbs(rows: list[Row], path: str | None = None):
     if path:
         figure.savefig(path, bbox_inches="tight")
     return figure
+
+
+def write_markdown(path: str, tables: list[str], lines: list[str]) -> None:
+    """A bench's tables and closing lines (its targets) as one code block, for docs/performance.md."""
+    with open(path, "w") as handle:
+        handle.write("```\n" + "\n\n".join(tables) + "\n\n" + "\n".join(lines) + "\n```\n")

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, Case
-from course.harness import empty_is_nan
 
 EPS = 1e-5
 DY_MEAN = 0.5  # rows of dy do not average to 0, so that a dx without its mean(g) term is wrong everywhere
@@ -63,15 +62,6 @@ def spoil(case, inputs):
 
 
 # ---- calls ----
-
-def nan_filled(run):
-    """`run` as an op's call, under torch.use_deterministic_algorithms(True): at::empty then hands
-    out memory filled with NaN, so an output element that is never written shows up as NaN."""
-    def call(ext, inputs):
-        with empty_is_nan():
-            return run(ext, inputs)
-    return call
-
 
 def compiled_backward(ext, inputs):
     """The compiled backward on the mean and rstd given (ext._ext: the compiled extension)."""

@@ -20,12 +20,13 @@ import torch
 import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, POISON, ROTATED, Case
+from course.harness import nan_filled
 from course.ops import Op, dtypes_like, exact, gradients
 
-from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, STATS_DTYPE, autograd_gradients64,
-                                      backward_tolerance, condition_by_rstd, error_case, forward_dtypes,
-                                      forward_tolerance, formula_gradients, layer_norm64, nan_filled, random_affine,
-                                      random_dy, random_x, saved_statistics, values_case)
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, STATS_DTYPE,
+                                      autograd_gradients64, backward_tolerance, condition_by_rstd, error_case,
+                                      forward_dtypes, forward_tolerance, formula_gradients, layer_norm64,
+                                      random_affine, random_dy, random_x, saved_statistics, values_case)
 
 UNIT = "day05_layernorm_performance"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
