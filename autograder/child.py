@@ -9,6 +9,7 @@ student code and times torch's own op for perf cases (the baseline).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 
@@ -16,8 +17,6 @@ from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles
 
 
 def _save(result: dict, path: str) -> None:
-    import os
-
     import torch
 
     torch.save(result, path + ".tmp")

@@ -8,12 +8,12 @@ student's op in another, on the same inputs; the verdict is taken here."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 import secrets
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 
 from autograder.results import Grade, TestResult
 from autograder.runner import GroupRunner
