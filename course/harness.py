@@ -39,10 +39,10 @@ def empty_is_nan():
 def nan_filled(run):
     """`run(ext, inputs)` as an op's call inside empty_is_nan: an output element the op never
     writes shows up as NaN."""
-    def call(ext, inputs):
+    def wrapped(ext, inputs):
         with empty_is_nan():
             return run(ext, inputs)
-    return call
+    return wrapped
 
 
 def _to_device(spec, case: Case, inputs: dict) -> dict:
