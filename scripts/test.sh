@@ -2,11 +2,13 @@
 # The test suite: generated files, the CPU paths of every unit, compile checks,
 # the autograder and its mutants. Tests that need a GPU are skipped without one.
 # Two workers: much of the time is spent starting Python processes and linking, not
-# compiling, so a second worker keeps both cores busy (PYTEST_WORKERS=0 runs serially).
+# compiling, so a second worker keeps both cores busy (PYTEST_WORKERS=0 runs serially). Work
+# stealing hands a worker whose queue ran dry the other's pending builds: with plain load
+# balancing the last tests (mutant builds) often ran on one core while the other idled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m course.authoring.generate --check
 workers="${PYTEST_WORKERS:-2}"
 parallel=()
-if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers"); fi
+if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers" --dist worksteal); fi
 python3 -m pytest -q -ra --durations=20 "${parallel[@]}" "$@"
