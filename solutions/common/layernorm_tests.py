@@ -17,14 +17,6 @@ GRADIENTS = ("dx", "dgamma", "dbeta")
 STATS_DTYPE = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float32,
                torch.float64: torch.float64}
 
-# Same values, other strides, made on the device (a copy to the device would not keep them).
-LAYOUTS = {
-    # column-major storage: walked as rows, it yields the values of other rows
-    "transposed": lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2),
-    # every other element of a tensor twice as long: walked as rows, it yields the NaN gaps
-    "every_other": lambda t: torch.stack([t, torch.full_like(t, float("nan"))], dim=-1)[..., 0],
-}
-
 STREAM_HINT = "launch on c10::cuda::getCurrentCUDAStream(), not the default stream (<<<grid, block, 0, stream>>>)"
 CHECK_HINT = "check every argument with TORCH_CHECK and name it in the message"
 

@@ -13,6 +13,8 @@ import torch
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
 from course.ops import Op, dtypes_like, flag, gradcheck, gradients
 
+from ..common.layouts import LAYOUTS  # NaN fills the gaps: a kernel that ignores strides reads them
+
 UNIT = "day01_relu_bias"
 FORBIDDEN_OPS = ("aten::relu", "aten::relu_", "aten::clamp", "aten::clamp_", "aten::clamp_min",
                  "aten::clamp_min_", "aten::threshold", "aten::threshold_", "aten::maximum", "aten::max",
@@ -28,14 +30,6 @@ TOLERANCES = {
 # grad_bias is a sum over M rows, accumulated in float32 (float64 for fp64). Its rounding
 # error grows with the sum of |grad| down a column; allow this many roundings of that.
 SUM_ROUNDINGS = 32
-
-# Same values as x, other strides, made on the device (a copy to the device would not keep them).
-# NaN fills the gaps of the strided views: a kernel that ignores strides reads them.
-_GAP = float("nan")
-LAYOUTS = {
-    "transposed": lambda t: t.t().contiguous().t(),  # strides (1, M): column-major
-    "every_other": lambda t: torch.stack([t, torch.full_like(t, _GAP)], dim=-1)[..., 0],  # last stride 2
-}
 
 
 def make_inputs(case, generator):

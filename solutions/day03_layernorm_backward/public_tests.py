@@ -21,10 +21,11 @@ from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
 from course.harness import nan_filled
 from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
 
-from ..common.layernorm_tests import (EPS, GRADIENTS, LAYOUTS, autograd_gradients64, compiled_backward, error_case,
+from ..common.layernorm_tests import (EPS, GRADIENTS, autograd_gradients64, compiled_backward, error_case,
                                       formula_gradients, gradient_sizes, gradient_tolerance, random_affine,
                                       random_dy, random_x, rounding, saved_statistics, spoil, statistics,
                                       values_case)
+from ..common.layouts import LAYOUTS
 
 UNIT = "day03_layernorm_backward"
 FORBIDDEN_OPS = ("aten::native_layer_norm_backward", "aten::layer_norm", "aten::native_layer_norm",

@@ -25,11 +25,12 @@ from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, gradients
 
-from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, LAYOUTS, autograd_gradients64,
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
                                       backward_tolerance, compiled_backward, condition_by_std, dx_formula,
                                       error_case, forward_dtypes, forward_tolerance, layer_norm64, max_abs,
                                       random_affine, random_dy, random_x, saved_statistics, spoil, statistics,
                                       values_case)
+from ..common.layouts import LAYOUTS
 
 UNIT = "day04_layernorm_edge_cases"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward",

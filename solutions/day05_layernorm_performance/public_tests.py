@@ -27,6 +27,7 @@ from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENT
                                       autograd_gradients64, backward_tolerance, condition_by_rstd, error_case,
                                       forward_dtypes, forward_tolerance, formula_gradients, layer_norm64,
                                       random_affine, random_dy, random_x, saved_statistics, values_case)
+from ..common.layouts import misaligned
 
 UNIT = "day05_layernorm_performance"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
@@ -50,13 +51,6 @@ def make_inputs(case, generator):
     return inputs
 
 
-def _misaligned(t):
-    """The same values, contiguous, starting one element past a 16-byte boundary."""
-    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
-    flat[1:] = t.reshape(-1)
-    return flat[1:].view(t.shape)
-
-
 BAD = {"x_on_cpu": lambda inputs: inputs.update(x=inputs["x"].cpu()),
        "unknown_kernel": lambda inputs: inputs.update(kernel="fastest")}
 
@@ -66,7 +60,7 @@ def on_device(case, inputs):
     if inputs.get("misaligned"):
         for name in ("x", "dy"):
             if name in inputs:
-                inputs[name] = _misaligned(inputs[name])
+                inputs[name] = misaligned(inputs[name])
     if "bad" in inputs:
         BAD[inputs.pop("bad")](inputs)
     return inputs

@@ -23,6 +23,8 @@ from course.cases import INPUTS_UNCHANGED, Case
 from course.harness import nan_filled
 from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
 
+from ..common.layouts import LAYOUTS
+
 UNIT = "day06_bias_gelu"
 FORBIDDEN_OPS = ("aten::gelu", "aten::gelu_backward", "aten::add", "aten::add_", "aten::sum", "aten::mul",
                  "aten::erf", "aten::tanh")
@@ -54,23 +56,6 @@ def make_inputs(case, generator):
     if op in ("backward", "autograd", "rerun"):
         inputs["dy"] = (torch.randn(shape, generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
     return inputs
-
-
-def _misaligned(t):
-    """The same values, contiguous, starting one element past a 16-byte boundary."""
-    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
-    flat[1:] = t.reshape(-1)
-    return flat[1:].view(t.shape)
-
-
-# Same values, other memory, made on the device (a copy to the device would not keep them).
-LAYOUTS = {
-    "misaligned": _misaligned,
-    # column-major storage: walked as rows, it yields the values of other rows
-    "transposed": lambda t: t.transpose(-1, -2).contiguous().transpose(-1, -2),
-    # every other element of a tensor twice as long: walked as rows, it yields the NaN gaps
-    "every_other": lambda t: torch.stack([t, torch.full_like(t, float("nan"))], dim=-1)[..., 0],
-}
 
 
 def _eager_graph(inputs):
