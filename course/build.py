@@ -236,8 +236,12 @@ def build_in_subprocess(plan: Plan, source_dir: str, build_dir: str, *, timeout:
     result = os.path.join(build_dir, "built.json")
     if process.returncode != 0 or not os.path.exists(result):
         raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
-    with open(result) as handle:
-        return Built(**json.load(handle))
+    try:  # the build ran the student's setup.py, which could have written this file too
+        with open(result) as handle:
+            data = json.load(handle)
+        return Built(**{key: str(data[key]) for key in ("library", "prefix")})
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise BuildError(f"build of {plan.name} left no readable built.json: {error}") from None
 
 
 def kill_group(process: subprocess.Popen) -> None:

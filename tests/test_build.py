@@ -41,3 +41,28 @@ def test_a_library_with_its_own_libstdcxx_is_named_with_the_fix(tmp_path, monkey
     assert "LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)" in problem
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libstdc++.so.6")
     assert libstdcxx_problem(library) == ""
+
+
+def test_a_mangled_build_record_is_a_failed_build_not_a_crash(tmp_path, monkeypatch):
+    """A wheel's setup.py runs in the build child and can rewrite built.json: the grader must
+    turn a bad one into a failed build."""
+    from course import build
+
+    (tmp_path / "src").mkdir()
+    plan = build.Plan("toy", "none", "python", ("toy.py",))
+    built = build.build_in_subprocess(plan, str(tmp_path / "src"), str(tmp_path / "build"), timeout=120)
+    assert built == build.Built()
+    (tmp_path / "build" / "built.json").write_text('{"library": 1')
+    monkeypatch.setattr(build.subprocess, "Popen", _finished_process)
+    with pytest.raises(build.BuildError, match="no readable built.json"):
+        build.build_in_subprocess(plan, str(tmp_path / "src"), str(tmp_path / "build"), timeout=120)
+
+
+class _finished_process:
+    """A build child that exits at once with code 0 (leaving built.json as it was)."""
+
+    def __init__(self, *args, **kwargs):
+        self.returncode, self.pid = 0, 0
+
+    def communicate(self, timeout=None):
+        return b"", None
