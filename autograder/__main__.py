@@ -1,8 +1,10 @@
-"""python -m autograder grade SUBMISSION --unit UNIT [--out DIR] [--seed N]
-python -m autograder reference [--unit UNIT ...] [--out DIR]
+"""python -m autograder grade SUBMISSION --unit UNIT [--out DIR] [--seed N] [--sandbox MODE] [--tests PATTERN ...]
+python -m autograder reference [--unit UNIT ...] [--out DIR] [--sandbox MODE]
 
 `grade` grades a notebook, folder or zip; `reference` grades the course's own
 reference solutions (every unit unless named) and prints their reports.
+Student code runs in a sandbox (docs/security.md): `--sandbox auto` takes the best that
+works here; `--sandbox none` runs it unprotected, for local debugging only.
 """
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import sys
 import tempfile
 
 from autograder import report
-from autograder.grade import grade
+from autograder.grade import TIME_LIMIT, grade
+from autograder.sandbox import MODES, SandboxError
 from course.authoring import units
 
 
-def _grade_and_report(submission: str, unit, out: str, seed: int | None) -> bool:
-    result = grade(submission, unit, seed=seed)
+def _grade_and_report(submission: str, unit, out: str, **options) -> bool:
+    result = grade(submission, unit, **options)
     print(report.table(result))
     path = report.write(result, out)
     print(f"wrote {path}")
@@ -33,24 +36,38 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
     grade_parser.add_argument("--out", default="results", help="folder for results.json")
     grade_parser.add_argument("--seed", type=int, help="input seed (secret and random when not given)")
+    grade_parser.add_argument("--tests", action="append", default=[], metavar="PATTERN",
+                              help="grade only the tests matching this fnmatch pattern (repeatable)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
+    for sub in (grade_parser, reference_parser):
+        sub.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
+        sub.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for the whole grading")
+        sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
     args = parser.parse_args(argv)
+    if args.sandbox == "none":
+        print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
+    options = dict(sandbox=args.sandbox, time_limit=args.time_limit, work=args.work)
 
-    if args.command == "grade":
-        if not os.path.exists(args.submission):
-            parser.error(f"submission {args.submission!r} does not exist")
-        _grade_and_report(args.submission, units.load(args.unit), args.out, args.seed)
-        return 0
-    ok = True
-    for unit in units.all_units():
-        if args.unit and unit.name not in args.unit:
-            continue
-        with tempfile.TemporaryDirectory() as folder:
-            unit.write("solution", folder)
-            ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), None)
-    return 0 if ok else 1
+    try:
+        if args.command == "grade":
+            if not os.path.exists(args.submission):
+                parser.error(f"submission {args.submission!r} does not exist")
+            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
+                              tests=tuple(args.tests), **options)
+            return 0
+        ok = True
+        for unit in units.all_units():
+            if args.unit and unit.name not in args.unit:
+                continue
+            with tempfile.TemporaryDirectory() as folder:
+                unit.write("solution", folder)
+                ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), **options)
+        return 0 if ok else 1
+    except SandboxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

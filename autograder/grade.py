@@ -7,23 +7,31 @@ child that never loads the student's build (its time cannot be tampered with), t
 student's op in another, on the same inputs; the verdict is taken here."""
 from __future__ import annotations
 
+import fnmatch
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict
 
+from autograder.build_log import public_roots, student_errors
+from autograder.deadline import Deadline
+from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.runner import GroupRunner
-from autograder.submission import materialize
+from autograder.sandbox import Limits, Sandbox, python_command
+from autograder.submission import SubmissionError, materialize
 from course.authoring.units import Unit
-from course.build import BuildError, Built, build_in_subprocess, first_errors, libstdcxx_problem
+from course.build import BuildError, Built, build_args, libstdcxx_problem, read_built
 from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
 
 BUILD_TIMEOUT = 600
+TIME_LIMIT = 3600  # the whole grading: build, every test, the children's starts
+CPUS = max(1, os.cpu_count() or 1)
 
 
 def public_case_names(unit: Unit) -> set[str]:
@@ -65,35 +73,92 @@ def _unmet_needs(case: Case, cases: list[Case], index_of: dict[str, int], verdic
             if not (index_of[name] in verdicts and verdicts[index_of[name]].passed)]
 
 
-def build_stage(unit: Unit, source_dir: str, build_dir: str, missing: list[str], env: dict) -> tuple[TestResult, Built | None]:
+def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
+                    build_timeout: float) -> tuple[TestResult, Built | None, str, str, dict]:
+    """(the build test, what was built or None, the build's folder, the sources' folder, the
+    written answers). The build runs in the sandbox, in a folder of its own."""
     test = TestResult("build", 1.0, False, "", visibility="visible", tags=("build",))
+    box = sandbox.folder(work, "build.")
+    source_dir, build_dir = os.path.join(box, "src"), os.path.join(box, "build")
+    try:
+        missing, answers = materialize(submission, unit, source_dir)
+    except SubmissionError as error:
+        test.output = f"the submission could not be read: {error}"
+        return test, None, box, source_dir, {}
     if missing:
         test.output = "missing from the submission: " + ", ".join(missing)
-        return test, None
+        return test, None, box, source_dir, answers
+    os.makedirs(build_dir)
+    sandbox.give(box)
+    timeout = min(build_timeout, deadline.left())
+    code, log = sandbox.run(python_command(*build_args(unit.plan(), source_dir, build_dir)), timeout=timeout,
+                            writable=[box], cwd=box, env=env, limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+    if code is None:
+        test.output = f"the build took longer than {timeout:.0f} s and was stopped"
+        return test, None, box, source_dir, answers
     try:
-        built = build_in_subprocess(unit.plan(), source_dir, build_dir, timeout=BUILD_TIMEOUT, env=env)
+        built = read_built(unit.plan(), build_dir, code, log)
     except BuildError as error:
-        test.output = "\n".join([error.summary, *(error.errors or first_errors(error.log))])[:3000]
-        return test, None
+        errors = student_errors(error.log, source_dir, build_dir, public_roots(env))
+        test.output = "\n".join(filter(None, [error.summary, errors]))
+        return test, None, box, source_dir, answers
     test.passed, test.output = True, {"jit": "compiled", "wheel": "built and installed the wheel",
                                       "none": "nothing to build"}[unit.build]
     if built.library and libstdcxx_problem(built.library):  # the children would crash on it
         test.output += "\n" + libstdcxx_problem(built.library)
-    return test, built
+    return test, built, box, source_dir, answers
+
+
+def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline) -> Verdict:
+    """The judge's verdict on a child's raw result, once the result is known to be well formed."""
+    if not isinstance(outcome, dict):
+        return Verdict(False, outcome)
+    problem = result_problem(spec, case, input_sets, outcome)
+    if not problem and case.kind == "perf" and isinstance(baseline, dict):
+        problem = timing_problem(baseline) and f"torch's own timing run returned {timing_problem(baseline)}"
+    if problem:
+        return Verdict(False, f"the test process returned a malformed result: {problem}")
+    try:
+        return judge(spec, case, input_sets, outcome, baseline)
+    except Exception as error:  # noqa: BLE001 - one case's verdict, never the whole report
+        return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
+
+
+def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, Case]]:
+    return [(i, c) for i, c in enumerate(cases) if not patterns or any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
 
 
 def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | None = None,
-          has_gpu: bool | None = None) -> Grade:
+          has_gpu: bool | None = None, sandbox: str = "auto", time_limit: float = TIME_LIMIT,
+          build_timeout: float = BUILD_TIMEOUT, case_timeout: float | None = None, tests: tuple[str, ...] = (),
+          keep_work: bool = False) -> Grade:
+    """Grade `submission` in a new folder under `work` (the temp folder by default), removed at
+    the end with every process the grading started. `tests`: fnmatch patterns of the cases to
+    run (default all); `case_timeout`: a cap on every case's own time limit."""
     seed = secrets.randbits(62) if seed is None else seed
-    work = work or tempfile.mkdtemp(prefix=f"grade_{unit.name}_")
-    result = Grade(unit.name, seed=seed)
+    deadline = Deadline(time_limit)
+    parent = work or tempfile.gettempdir()
+    os.makedirs(parent, exist_ok=True)
+    root = tempfile.mkdtemp(prefix=f"grade_{unit.name}_", dir=parent)
     capability = gpu_capability() if has_gpu is not False else None
-    has_gpu = capability is not None
     env = child_env(capability)
+    box = Sandbox.open(sandbox, root, read_only=[unit.solutions], env=env)
+    try:
+        result = _grade(submission, unit, seed, root, box, env, deadline, capability is not None,
+                        build_timeout=build_timeout, case_timeout=case_timeout, tests=tests)
+    finally:
+        box.close()
+        if not keep_work:
+            shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, env: dict, deadline: Deadline,
+           has_gpu: bool, *, build_timeout: float, case_timeout: float | None, tests: tuple[str, ...]) -> Grade:
+    result = Grade(unit.name, seed=seed, sandbox=sandbox.describe())
     start = time.perf_counter()
-    source_dir = os.path.join(work, "src")
-    missing, result.answers = materialize(submission, unit, source_dir)
-    build_test, built = build_stage(unit, source_dir, os.path.join(work, "build"), missing, env)
+    build_test, built, build_box, source_dir, result.answers = _read_and_build(
+        unit, submission, sandbox, work, env, deadline, build_timeout)
     result.tests.append(build_test)
     result.timings["build_s"] = time.perf_counter() - start
 
@@ -102,14 +167,16 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     index_of = {case.name: index for index, case in enumerate(spec.CASES)}
     public = public_case_names(unit)
     groups: dict[str, list[tuple[int, Case]]] = {}
-    for index, case in enumerate(spec.CASES):
+    for index, case in _selected(spec.CASES, tests):
         groups.setdefault(case.group, []).append((index, case))
 
     suite = {"solutions": unit.solutions, "unit": unit.name}
     student = {**suite, "plan": unit.plan().to_json(), "built": built and asdict(built), "source_dir": source_dir}
-    runner = GroupRunner(student, os.path.join(work, "runs"), env)
+    runner = GroupRunner(student, sandbox, work, env, deadline, prefix="run_", shared=(build_box,),
+                         case_timeout=case_timeout)
     # No build: these children load no student code; they time torch's own op.
-    baseline_runner = GroupRunner({**suite, "built": None}, os.path.join(work, "baseline"), env)
+    baseline_runner = GroupRunner({**suite, "built": None}, sandbox, work, env, deadline, prefix="baseline_",
+                                  case_timeout=case_timeout)
     verdicts: dict[int, Verdict] = {}
     tests_start = time.perf_counter()
     for group, cases in _in_run_order(groups):
@@ -134,15 +201,15 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
         baselines = baseline_runner.run(group, device, timed, input_sets) if timed else {}
         outcomes = runner.run(group, device, ready, input_sets)
         for index, case in ready:
-            outcome = outcomes[index]
-            verdicts[index] = judge(spec, case, input_sets[index], outcome, baselines.get(index)) \
-                if isinstance(outcome, dict) else Verdict(False, outcome)
+            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index))
     result.timings["tests_s"] = time.perf_counter() - tests_start
     spawn_seconds = runner.spawn_seconds + baseline_runner.spawn_seconds
     result.timings["children"] = float(len(spawn_seconds))
     result.timings["child_start_s"] = sum(spawn_seconds)
 
     for index, case in enumerate(spec.CASES):
+        if index not in verdicts:  # not among the tests asked for
+            continue
         verdict = verdicts[index]
         result.tests.append(TestResult(
             case.name, case.points, verdict.passed, verdict.message,

@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 
 import torch
 
@@ -42,13 +43,20 @@ def results_json(grade: Grade) -> dict:
     return {
         "score": round(sum(test.score for test in grade.tests), 2),
         "execution_time": round(grade.timings.get("total_s", 0.0), 1),
-        "output": f"{grade.unit}: {summary(grade)}. Timings (s): {timings}",
+        "output": f"{grade.unit}: {summary(grade)}. {sandbox_line(grade)}. Timings (s): {timings}",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {**machine_info(), "unit": grade.unit, "seed": grade.seed, "timings": grade.timings,
-                       "answers": grade.answers, "perf": grade.perf},
+                       "answers": grade.answers, "perf": grade.perf, "sandbox": grade.sandbox},
     }
+
+
+def sandbox_line(grade: Grade) -> str:
+    mode, uid = grade.sandbox.get("mode", "unknown"), grade.sandbox.get("uid")
+    if mode == "none":
+        return "WARNING: graded WITHOUT a sandbox (--sandbox none): the submission ran as the grader"
+    return f"Sandbox: {mode}, " + (f"uid {uid}" if uid is not None else "as the grader's own user")
 
 
 def summary(grade: Grade) -> str:
@@ -70,13 +78,25 @@ def table(grade: Grade) -> str:
         lines.append(f"{test.name:<{width}}  {points:<10} {status:<8} {reason}")
     lines.append(f"{grade.unit}: {summary(grade)}")
     lines.append("timings: " + ", ".join(f"{k}={v:.1f}" for k, v in grade.timings.items()))
+    lines.append(sandbox_line(grade))
     return "\n".join(lines)
 
 
 def write(grade: Grade, out_dir: str) -> str:
+    """Write results.json whole or not at all: a new file renamed over the old one. Call it
+    once the grading is over (grade() returns after every process it started is gone), into a
+    folder no sandbox may write."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.json")
-    with open(path + ".tmp", "w") as handle:
-        json.dump(results_json(grade), handle, indent=2)
-    os.replace(path + ".tmp", path)
+    handle, temporary = tempfile.mkstemp(prefix=".results.", suffix=".json", dir=out_dir)
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(results_json(grade), file, indent=2)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
     return path

@@ -30,3 +30,4 @@ class Grade:
     answers: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     perf: dict[str, dict] = field(default_factory=dict)  # perf test name: its timings and ratio
+    sandbox: dict = field(default_factory=dict)  # how student code was confined (autograder/sandbox.py)

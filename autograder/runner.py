@@ -1,43 +1,41 @@
-"""Runs a group of cases in child processes (autograder/child.py), restarting after crashes
-and hangs, and hands back each case's raw result. Nothing here judges.
+"""Runs a group of cases in sandboxed child processes (autograder/child.py), a fresh child
+after each crash or hang, and hands back each case's raw result. Nothing here judges.
 
-A child and this runner talk through files in the group's folder; GroupFiles names them.
+A child and this runner talk through files in the child's own folder; GroupFiles names them.
+The child can write that folder, so its files are hints: every time limit runs on this
+process's own clock, and every result is loaded as data only (weights_only).
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import torch
 
-from course.build import kill_group
+from autograder.deadline import Deadline
+from autograder.sandbox import Limits, Run, Sandbox, python_command
 from course.cases import Case
 
 CHILD_START_TIMEOUT = 120  # import torch, load the module, create the CUDA context
+EXIT_GRACE = 5             # seconds a child that wrote every result gets to exit (a thread may hold it)
 POLL_SECONDS = 0.05
-MAX_RESTARTS = 4           # fresh children for one group after crashes
 CUDA_CONTEXT_LOST = 70     # the child's exit code after a sticky CUDA error
 
 
 class GroupFiles:
-    """The file protocol between the runner and a child, in one group folder:
+    """The file protocol between the runner and a child, in the child's folder:
     request.json   what to load and which cases to run (written by the runner)
     <i>.inputs.pt  case i's input sets (runner)
     ready          the child loaded the module and is about to run cases (child)
     <i>.started    the child began case i (child)
-    <i>.result.pt  case i's raw result, written whole (child)
-    stdout.txt, stderr.txt  what the child printed."""
+    <i>.result.pt  case i's raw result, written whole (child)"""
 
     def __init__(self, folder: str):
         self.folder = folder
         self.request = os.path.join(folder, "request.json")
         self.ready = os.path.join(folder, "ready")
-        self.stdout = os.path.join(folder, "stdout.txt")
-        self.stderr = os.path.join(folder, "stderr.txt")
 
     def inputs(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.inputs.pt")
@@ -56,108 +54,129 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def _tail(path: str, lines: int = 6) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()[-4000:]
-    except FileNotFoundError:
-        return ""
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+def _tail(text: str, lines: int = 6) -> str:
+    kept = [line for line in text[-4000:].splitlines() if line.strip()][-lines:]
     return "\n".join("    | " + line[:200] for line in kept)
 
 
-class GroupRunner:
-    """Runs a list of cases in child processes, restarting after crashes and hangs."""
+def load_result(path: str) -> dict | str:
+    """A child's result file as data, or why it cannot be read."""
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:  # noqa: BLE001 - whatever the child wrote, the grader goes on
+        return f"the test process left a result file that could not be read ({type(error).__name__})"
 
-    def __init__(self, load: dict, work: str, env: dict):
+
+class GroupRunner:
+    """Runs a list of cases in sandboxed children, a fresh child after each one that stops early."""
+
+    def __init__(self, load: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline, *,
+                 prefix: str, shared: tuple[str, ...] = (), case_timeout: float | None = None):
         """`load`: what each child loads (the suite, and the student's build or none), as
-        request.json carries it."""
-        self.load, self.work, self.env = load, work, env
+        request.json carries it. `shared`: folders every child may write besides its own (the
+        build, whose loader copies the library). `case_timeout`: a cap on every case's own."""
+        self.load, self.sandbox, self.work, self.env, self.deadline = load, sandbox, work, env, deadline
+        self.prefix, self.shared, self.case_timeout = prefix, shared, case_timeout
         self.spawn_seconds: list[float] = []
+
+    def timeout(self, case: Case) -> float:
+        return min(case.timeout, self.case_timeout) if self.case_timeout else case.timeout
 
     def run(self, group: str, device: str, cases: list[tuple[int, Case]],
             inputs: dict[int, list[dict]]) -> dict[int, dict | str]:
-        """{case index: raw result dict, or a string saying why there is none}."""
+        """{case index: raw result dict, or a string saying why there is none}. Each child
+        either returns results or is blamed for the case it stopped in; one that did neither
+        would again, so the cases left get its reason."""
         outcomes: dict[int, dict | str] = {}
         pending = list(cases)
-        for attempt in range(MAX_RESTARTS + 1):
-            if not pending:
+        while pending:
+            if self.deadline.passed:
+                outcomes.update({index: self.deadline.not_run() for index, _ in pending})
                 break
-            files = GroupFiles(os.path.join(self.work, f"{group}.{attempt}"))
-            os.makedirs(files.folder)
+            files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
             for index, _ in pending:
                 torch.save(inputs[index], files.inputs(index))
-            reason, touched = self._run_child(files, device, pending)
-            done = {index for index, _ in pending if os.path.exists(files.result(index))}
-            for index in done:
-                outcomes[index] = torch.load(files.result(index), weights_only=True)
-            if touched is not None and touched not in done:
-                outcomes[touched] = reason
-            if touched is None and reason:  # died before running any case: it would again
-                for index, _ in pending:
-                    if index not in done:
-                        outcomes[index] = reason
+            reason, blamed = self._run_child(files, device, pending)
+            before = len(outcomes)
+            for index, _ in pending:
+                if os.path.exists(files.result(index)):
+                    outcomes[index] = load_result(files.result(index))
+            if blamed is not None and blamed not in outcomes:
+                outcomes[blamed] = reason
+            if len(outcomes) == before:
+                why = reason or "the test process stopped without running its tests"
+                outcomes.update({index: why for index, _ in pending})
             pending = [(i, c) for i, c in pending if i not in outcomes]
-        for index, _ in pending:
-            outcomes[index] = "not run: the test process crashed too many times"
         return outcomes
 
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
-        """Run one child over `cases`. Returns (why it stopped early or '', index of the case it
-        was running when it did, or None if it never started one)."""
+        """Run one child over `cases`. Returns (why it stopped early or '', the case it is
+        blamed for, or None)."""
         request = {**self.load, "device": device, "cases": [(i, c.name) for i, c in cases]}
         with open(files.request, "w") as handle:
             json.dump(request, handle)
-        scratch = os.path.join(files.folder, "cwd")
-        os.makedirs(scratch)
-        started = time.perf_counter()
-        with open(files.stdout, "wb") as out, open(files.stderr, "wb") as err:
-            process = subprocess.Popen([sys.executable, "-m", "autograder.child", files.folder], cwd=scratch,
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self.env,
-                                       start_new_session=True)
-            reason, touched = self._watch(process, files, cases, started)
-        if reason and not reason.startswith("timed out"):
-            tail = _tail(files.stderr)
+        self.sandbox.give(files.folder)
+        wall = CHILD_START_TIMEOUT + sum(self.timeout(c) for _, c in cases)
+        run = self.sandbox.start(python_command("-m", "autograder.child", files.folder),
+                                 writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
+                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
+        try:
+            reason, blamed = self._watch(run, files, cases)
+        finally:
+            run.kill()  # whatever it left running
+        if reason and not reason.startswith(("timed out", "not run")):
+            tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
-        return reason, touched
+        return reason, blamed
 
-    def _watch(self, process: subprocess.Popen, files: GroupFiles, cases, started: float) -> tuple[str, int | None]:
-        was_ready = False
+    def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
+        """Follow the child on this process's clock: a case's time counts from when this
+        process first saw it start, whatever the child does to its files afterwards."""
+        timeouts = {index: self.timeout(case) for index, case in cases}
+        started = idle_since = time.monotonic()
+        ready_at, done_count, seen = None, 0, {}  # seen: case index -> when first seen started
         while True:
-            code = process.poll()
-            now = time.perf_counter()
-            if not was_ready and os.path.exists(files.ready):
-                was_ready = True
+            code = run.poll()
+            now = time.monotonic()
+            if ready_at is None and os.path.exists(files.ready):
+                ready_at = idle_since = now
                 self.spawn_seconds.append(now - started)
-            running = self._running_case(files, cases)
+            done = {i for i, _ in cases if os.path.exists(files.result(i))}
+            if len(done) != done_count:
+                done_count, idle_since = len(done), now
+            for index, _ in cases:
+                if index not in seen and index not in done and os.path.exists(files.started(index)):
+                    seen[index] = now
+            running = next((i for i, _ in cases if i in seen and i not in done), None)
             if code is not None:
-                return self._exit_reason(code, was_ready, files, cases, running)
-            if not was_ready and now - started > CHILD_START_TIMEOUT:
-                kill_group(process)
-                return f"the module did not load within {CHILD_START_TIMEOUT} s", None
-            if running is not None:
-                index, case, since = running
-                if time.time() - since > case.timeout:
-                    kill_group(process)
-                    return f"timed out: still running after {case.timeout:.0f} s (an endless loop or a hang?)", index
+                return self._exit_reason(code, ready_at is not None, running, len(done) == len(cases))
+            if self.deadline.passed:
+                return self.deadline.not_run(), running
+            if len(done) == len(cases):
+                if now - idle_since > EXIT_GRACE:  # its work is done; a thread of its own holds it
+                    return "", None
+            elif ready_at is None:
+                if now - started > CHILD_START_TIMEOUT:
+                    return f"the module did not load within {CHILD_START_TIMEOUT} s", None
+            elif running is not None:
+                if now - seen[running] > timeouts[running]:
+                    return (f"timed out: still running after {timeouts[running]:.0f} s "
+                            "(an endless loop or a hang?)"), running
+            else:  # between tests: the next one should start at once
+                waiting = timeouts[next(i for i, _ in cases if i not in done)]
+                if now - idle_since > waiting:
+                    return f"the test process stopped between tests for {waiting:.0f} s", None
             time.sleep(POLL_SECONDS)
 
     @staticmethod
-    def _running_case(files: GroupFiles, cases) -> tuple[int, Case, float] | None:
-        for index, case in cases:
-            if os.path.exists(files.started(index)) and not os.path.exists(files.result(index)):
-                return index, case, os.path.getmtime(files.started(index))
-        return None
-
-    @staticmethod
-    def _exit_reason(code: int, was_ready: bool, files: GroupFiles, cases, running) -> tuple[str, int | None]:
-        if code == 0 and all(os.path.exists(files.result(i)) for i, _ in cases):
+    def _exit_reason(code: int, was_ready: bool, running: int | None, all_done: bool) -> tuple[str, int | None]:
+        if code == 0 and all_done:
             return "", None
-        if code == CUDA_CONTEXT_LOST:
+        if code == CUDA_CONTEXT_LOST and running is None:
             return "", None  # the failing case wrote its own result; the rest get a fresh child
         how = f"was killed by {_signal_name(code)}" if code < 0 else f"exited with code {code}"
         if not was_ready:
             return f"the test process {how} while loading the module (code that runs at import?)", None
         if running is not None:
-            return f"the test process {how} during this test", running[0]
+            return f"the test process {how} during this test", running
         return f"the test process {how} between tests", None

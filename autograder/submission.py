@@ -1,16 +1,20 @@
 """Turn what a student handed in (notebook, folder or zip) into the unit's source files."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import zipfile
+import zlib
+
+import nbformat
 
 from course.notebook import SOURCE_MAGIC
 from course.authoring.units import Unit
 
 _WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")
 MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source file
+MAX_NOTEBOOK_BYTES = 50 << 20  # a notebook with its outputs (plots, logs)
+MAX_ZIP_MEMBERS = 1000
 
 
 class SubmissionError(ValueError):
@@ -28,16 +32,22 @@ def unit_file(path: str, unit: Unit) -> str | None:
     return None
 
 
-def _cells_to_files(notebook: dict, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
+def _cells_to_files(text: str | bytes, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
     """Sources written by the notebook's cells (last write wins) and its answer cells."""
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+        nbformat.validate(notebook)
+    except Exception as error:  # noqa: BLE001 - nbformat raises many kinds on a broken notebook
+        raise SubmissionError(f"the notebook is not a valid notebook ({type(error).__name__}: "
+                              f"{str(error).splitlines()[0][:200] if str(error) else ''})") from None
     files, answers = {}, {}
-    for cell in notebook.get("cells", []):
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
-        answer = cell.get("metadata", {}).get("course", {}).get("answer")
-        if answer:
+    for cell in notebook.cells:
+        source = cell.source
+        course = cell.metadata.get("course")
+        answer = course.get("answer") if isinstance(course, dict) else None
+        if isinstance(answer, str) and answer:
             answers[answer] = source.strip()
-        if cell.get("cell_type") != "code":
+        if cell.cell_type != "code":
             continue
         first, _, body = source.partition("\n")
         parts = first.split()
@@ -50,36 +60,47 @@ def _cells_to_files(notebook: dict, unit: Unit) -> tuple[dict[str, str], dict[st
 
 def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
     files, answers = {}, {}
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            name = unit_file(info.filename, unit)
-            if info.file_size > MAX_SOURCE_BYTES:
-                continue
-            if name:
-                files[name] = archive.read(info).decode("utf-8", errors="replace")
-            elif info.filename.endswith(".ipynb") and info.file_size < 50 * MAX_SOURCE_BYTES:
-                _, answers = _cells_to_files(json.loads(archive.read(info)), unit)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            if len(members) > MAX_ZIP_MEMBERS:
+                raise SubmissionError(f"the zip holds {len(members)} files; at most {MAX_ZIP_MEMBERS} are read")
+            budget = MAX_NOTEBOOK_BYTES  # of notebooks read, in all
+            for info in members:
+                name = unit_file(info.filename, unit)
+                if name and info.file_size <= MAX_SOURCE_BYTES:
+                    files[name] = archive.read(info).decode("utf-8", errors="replace")
+                elif info.filename.endswith(".ipynb") and info.file_size <= budget:
+                    budget -= info.file_size
+                    _, answers = _cells_to_files(archive.read(info), unit)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
+            zlib.error) as error:
+        raise SubmissionError(f"the zip could not be read ({type(error).__name__}: {str(error)[:200]})") from None
     return files, answers
 
 
 def read_submission(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
-    """({file name: text} for the unit's files found, {answer id: text})."""
+    """({file name: text} for the unit's files found, {answer id: text}); SubmissionError
+    when it cannot be read."""
     if os.path.isdir(path):
         files = {}
         for root, _, names in os.walk(path):
             for entry in names:
                 full = os.path.join(root, entry)
                 name = unit_file(os.path.relpath(full, path), unit)
-                if name and os.path.getsize(full) <= MAX_SOURCE_BYTES:
+                # a link could name any file the grader can read
+                if name and not os.path.islink(full) and os.path.getsize(full) <= MAX_SOURCE_BYTES:
                     with open(full, encoding="utf-8", errors="replace") as handle:
                         files[name] = handle.read()
         return files, {}
     if zipfile.is_zipfile(path):
         return _read_zip(path, unit)
     if path.endswith(".ipynb"):
-        with open(path, encoding="utf-8") as handle:
-            return _cells_to_files(json.load(handle), unit)
-    raise SubmissionError(f"{path}: expected a notebook (.ipynb), a folder or a zip")
+        if os.path.getsize(path) > MAX_NOTEBOOK_BYTES:
+            raise SubmissionError(f"the notebook is over {MAX_NOTEBOOK_BYTES >> 20} MB")
+        with open(path, "rb") as handle:
+            return _cells_to_files(handle.read(), unit)
+    raise SubmissionError(f"{os.path.basename(path)}: expected a notebook (.ipynb), a folder or a zip")
 
 
 def materialize(path: str, unit: Unit, dest: str) -> tuple[list[str], dict[str, str]]:

@@ -215,12 +215,29 @@ def build(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
     return Built()
 
 
+def build_args(plan: Plan, source_dir: str, build_dir: str) -> list[str]:
+    """The arguments of `python` that build in a child process (`python -m course.build ...`)."""
+    return ["-m", "course.build", plan.to_json(), os.path.abspath(source_dir), os.path.abspath(build_dir)]
+
+
+def read_built(plan: Plan, build_dir: str, returncode: int, log: str) -> Built:
+    """What the build child left in build_dir, or BuildError with its errors."""
+    result = os.path.join(build_dir, "built.json")
+    if returncode != 0 or not os.path.exists(result):
+        raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
+    try:  # the build ran the student's setup.py, which could have written this file too
+        with open(result) as handle:
+            data = json.load(handle)
+        return Built(**{key: str(data[key]) for key in ("library", "prefix")})
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise BuildError(f"build of {plan.name} left no readable built.json: {error}") from None
+
+
 def build_in_subprocess(plan: Plan, source_dir: str, build_dir: str, *, timeout: float,
                         env: dict | None = None) -> Built:
-    """Build in a child process with a time limit (the autograder's way)."""
+    """Build in a child process with a time limit (the autograder builds in its sandbox instead)."""
     os.makedirs(build_dir, exist_ok=True)
-    command = [sys.executable, "-m", "course.build", plan.to_json(), os.path.abspath(source_dir),
-               os.path.abspath(build_dir)]
+    command = [sys.executable, *build_args(plan, source_dir, build_dir)]
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child_env = dict(env or os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, child_env.get("PYTHONPATH")]))
@@ -232,16 +249,7 @@ def build_in_subprocess(plan: Plan, source_dir: str, build_dir: str, *, timeout:
         kill_group(process)
         remove_stale_lock(build_dir)
         raise BuildError(f"build of {plan.name} took longer than {timeout:.0f} s and was stopped") from None
-    log = output.decode(errors="replace")
-    result = os.path.join(build_dir, "built.json")
-    if process.returncode != 0 or not os.path.exists(result):
-        raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
-    try:  # the build ran the student's setup.py, which could have written this file too
-        with open(result) as handle:
-            data = json.load(handle)
-        return Built(**{key: str(data[key]) for key in ("library", "prefix")})
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise BuildError(f"build of {plan.name} left no readable built.json: {error}") from None
+    return read_built(plan, build_dir, process.returncode, output.decode(errors="replace"))
 
 
 def kill_group(process: subprocess.Popen) -> None:

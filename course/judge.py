@@ -173,7 +173,7 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None)
     if case.kind == "error":
         return _judge_error(case, result)
     problems = []
-    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"])):
+    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
         problems = _values_problems(spec, inputs, outputs)
         if index:
             problems = ["on the second call, with new values in the same buffers: " + p for p in problems]

@@ -1,0 +1,88 @@
+"""The shape of a raw result a child may hand back, checked before the judge reads it.
+
+The child runs student code, so its result file is data from an adversary: every part the
+judge reads for the case must be there, of the right type, and nothing may be left out to be
+taken as a pass (an empty list of outputs, a missing profile). Values, dtypes and shapes
+of the outputs are the judge's to compare, with its messages.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
+from course.ops import op_for
+
+TIMING_KEYS = ("median_ms", "spread", "reps")
+
+
+def _tensor_problem(name: str, value) -> str:
+    if not isinstance(value, torch.Tensor):
+        return f"{name} is a {type(value).__name__}, not a tensor"
+    if value.layout != torch.strided or value.device.type != "cpu" or value.is_quantized:
+        return f"{name} is not a plain tensor on the CPU"
+    return ""
+
+
+def _strings_problem(name: str, value) -> str:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        return f"{name} is not a list of names"
+    return ""
+
+
+def _outputs_problem(spec, input_sets: list[dict], outputs) -> str:
+    if not isinstance(outputs, (list, tuple)):
+        return "outputs is not a list"
+    if len(outputs) != len(input_sets):
+        return f"outputs holds {len(outputs)} set(s) of outputs for {len(input_sets)} set(s) of inputs"
+    for number, (inputs, got) in enumerate(zip(input_sets, outputs)):
+        if not isinstance(got, (list, tuple)):
+            return f"output set {number} is not a tuple"
+        names = op_for(spec, inputs).outputs
+        for name, value in zip(names, got):
+            problem = _tensor_problem(name, value)
+            if problem:
+                return problem
+    return ""
+
+
+def timing_problem(result) -> str:
+    timing = result.get("timing") if isinstance(result, dict) else None
+    if not isinstance(timing, dict):
+        return "no timing"
+    for key in TIMING_KEYS:
+        value = timing.get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return f"timing {key} is not a number"
+    return ""
+
+
+def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
+    """'' when `result` holds everything the judge reads for `case`; else what is wrong."""
+    if not isinstance(result, dict):
+        return f"the result is a {type(result).__name__}, not a dict"
+    if "exception" in result:
+        return "" if isinstance(result["exception"], str) else "its exception message is not text"
+    if case.kind == "error":
+        error = result.get("error", ())
+        if error is None:
+            return ""
+        if not (isinstance(error, (list, tuple)) and len(error) == 2 and all(isinstance(e, str) for e in error)):
+            return "the error is neither None nor (type name, message)"
+        return ""
+    if case.kind == "perf":
+        return timing_problem(result) or _outputs_problem(spec, input_sets[:1], result.get("outputs"))
+    problem = _outputs_problem(spec, input_sets, result.get("outputs"))
+    # (a side-stream run records no inputs after the call: it copies them in on its stream)
+    if not problem and INPUTS_UNCHANGED in case.checks and SIDE_STREAM not in case.checks:
+        after = result.get("inputs_after")
+        names = [k for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)]
+        if not isinstance(after, dict) or set(after) != set(names):
+            return "the inputs after the call are missing"
+        problem = next(filter(None, (_tensor_problem(f"input {k}", after[k]) for k in names)), "")
+    if not problem and OWN_KERNEL in case.checks:
+        problem = _strings_problem("the profiled ops", result.get("ops"))
+        if not problem and case.device.startswith("cuda"):
+            problem = _strings_problem("the profiled kernels", result.get("kernels"))
+    return problem

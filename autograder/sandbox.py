@@ -1,0 +1,402 @@
+"""The trust boundary: every build and run of student code goes through Sandbox.start.
+
+Modes, best first (docs/security.md says what each protects):
+- bwrap: bubblewrap namespaces. The root file system is read-only, /tmp and the grader's
+  home are empty, only the folders a run needs are writable, no network, a PID namespace
+  killed whole at the end. When the grader is root, the command runs as a uid of its own.
+- uid: no namespaces (user namespaces off, no bwrap): a uid of the grading's own, killed
+  process by process at the end.
+- none: only when asked for (local debugging). Student code runs as the grader.
+
+Every mode scrubs the environment and sets rlimits. The mode is detected by trying it.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import grp
+import os
+import pwd
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+MODES = ("auto", "bwrap", "uid", "none")
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Uids for sandboxes, one per grading at a time (a lock file says which are taken), below
+# 65536 so that containers with a user namespace of their own can map them. The gid below
+# the range is the group that may write a shared ccache folder.
+UID_RANGE = range(64000, 65000)
+CCACHE_GID = 63999
+TMPFS_BYTES = 1 << 30  # the private /tmp lives in memory
+OUTPUT_KEPT = 64 << 10  # of a run's stdout and stderr, the first and the last this many bytes each
+# Variables a run keeps; HOME and TMPDIR are set to its folder. Anything else (secrets
+# included) is dropped.
+ENV_NAMES = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONUNBUFFERED",
+             "MAX_JOBS", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES"}
+ENV_PREFIXES = ("CUDA_", "TORCH_", "PYTORCH_", "CUBLAS_", "CCACHE_", "NVCC_")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """rlimits of one run. Memory is RLIMIT_DATA (private writable memory), not RLIMIT_AS:
+    CUDA reserves address space far beyond any machine's memory."""
+
+    cpu_seconds: int
+    memory_bytes: int = 16 << 30
+    file_bytes: int = 4 << 30
+    processes: int = 1024  # tasks of the sandbox uid, threads included; only with a uid of its own
+
+    def apply(self, own_uid: bool) -> None:
+        """In the child, before exec."""
+        settings = [(resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_DATA, self.memory_bytes),
+                    (resource.RLIMIT_FSIZE, self.file_bytes), (resource.RLIMIT_CORE, 0)]
+        if own_uid:  # the count is per uid: the grader's own would count its other processes
+            settings.append((resource.RLIMIT_NPROC, self.processes))
+        for which, value in settings:
+            _, hard = resource.getrlimit(which)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (value, value))
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+def scrubbed_env(env: dict, home: str) -> dict:
+    kept = {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1"}
+
+
+class _Capture(threading.Thread):
+    """Reads one pipe to its end, keeping its first and last OUTPUT_KEPT bytes: a flood never
+    reaches the disk, and never blocks the writer."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.pipe, self.head, self.tail, self.dropped = pipe, bytearray(), bytearray(), 0
+        self.start()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(self.pipe.fileno(), 1 << 16):
+                room = OUTPUT_KEPT - len(self.head)
+                self.head += chunk[:room]
+                self.tail += chunk[room:] if room > 0 else chunk
+                if len(self.tail) > OUTPUT_KEPT:
+                    self.dropped += len(self.tail) - OUTPUT_KEPT
+                    del self.tail[:-OUTPUT_KEPT]
+
+    def text(self) -> str:
+        self.join(timeout=5)
+        middle = f"\n[... {self.dropped} bytes left out ...]\n" if self.dropped else ""
+        return (bytes(self.head).decode(errors="replace") + middle + bytes(self.tail).decode(errors="replace"))
+
+
+class Run:
+    """One sandboxed process: poll it, kill it and everything it started, read its output."""
+
+    def __init__(self, sandbox: "Sandbox", process: subprocess.Popen):
+        self.sandbox, self.process = sandbox, process
+        self._stdout, self._stderr = _Capture(process.stdout), _Capture(process.stderr)
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self, timeout: float) -> int | None:
+        """The exit code, or None if it still runs after `timeout` seconds (then killed)."""
+        try:
+            return self.process.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self) -> None:
+        """The whole tree: the bwrap namespace, every process of the sandbox uid."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.sandbox.kill_all()
+
+    def stdout(self) -> str:
+        return self._stdout.text()
+
+    def stderr(self) -> str:
+        return self._stderr.text()
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one grading: its mode, its uid (None: the grader's own) and what runs may read."""
+
+    mode: str
+    uid: int | None = None
+    read_only: tuple[str, ...] = ()
+    ccache_dir: str | None = None
+    _lock: object = field(default=None, repr=False)
+
+    # ---- setting up ----
+
+    @classmethod
+    def open(cls, requested: str, work: str, *, read_only=(), env: dict | None = None) -> "Sandbox":
+        """The best mode that works here (or the one requested), tried in a folder under `work`."""
+        if requested not in MODES:
+            raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, got {requested!r}")
+        env = os.environ if env is None else env
+        paths = tuple(sorted({os.path.realpath(p) for p in (*read_only, *_paths_runs_need(env)) if os.path.exists(p)}))
+        ccache = env.get("CCACHE_DIR") if env.get("CCACHE_DIR") and "CCACHE_DISABLE" not in env else None
+        tried = []
+        for mode, own_uid in _candidates(requested):
+            uid, lock = _take_uid() if own_uid else (None, None)
+            if own_uid and uid is None:
+                tried.append(f"{mode} with a uid of its own: no free uid in {UID_RANGE}")
+                continue
+            sandbox = cls(mode, uid, paths, ccache, lock)
+            problem = sandbox._try(work, env)
+            if not problem:
+                return sandbox
+            sandbox.close()
+            tried.append(f"{mode}{' with a uid of its own' if own_uid else ''}: {problem}")
+        raise SandboxError("no sandbox works on this machine (" + "; ".join(tried) + "). Install bubblewrap "
+                           "(apt-get install bubblewrap), or grade as root; --sandbox none runs student code "
+                           "unprotected, for local debugging only")
+
+    def _try(self, work: str, env: dict) -> str:
+        """'' when a run works: it imports the course's build module and finds torch."""
+        try:
+            if self.ccache_dir:
+                self._share_ccache()
+            folder = self.folder(work, "sandbox_check_")
+            probe = ("import importlib.util, sys, course.build; open('ok', 'w').close(); "
+                     "sys.exit(0 if importlib.util.find_spec('torch') else 3)")
+            run = self.start(python_command("-c", probe), writable=[folder], cwd=folder, env=env,
+                             limits=Limits(cpu_seconds=60))
+            code = run.wait(60)
+            if code == 0 and os.path.exists(os.path.join(folder, "ok")):
+                return ""
+            return f"a test run exited with {code}: {(run.stderr() or run.stdout()).strip()[-300:]}"
+        except (OSError, subprocess.SubprocessError) as error:
+            return str(error)
+
+    def folder(self, parent: str, prefix: str) -> str:
+        """A new folder under `parent` (the grading's own) that runs may write. mkdtemp names it:
+        a folder made in advance under a predictable name cannot take its place."""
+        path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        os.makedirs(os.path.join(path, "tmp"))
+        if self.uid is not None:
+            os.chmod(parent, 0o711)  # the sandbox uid may pass through the grading's folder, not list it
+        self.give(path)
+        return path
+
+    def give(self, path: str) -> None:
+        """Hand a folder the grader filled (the submission's sources) to the sandbox uid."""
+        if self.uid is None:
+            return
+        for root, dirs, files in os.walk(path):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.chown(name, self.uid, self.uid, follow_symlinks=False)
+
+    def _share_ccache(self) -> None:
+        """The grader's ccache folder, read-write for every sandbox: its folders get the
+        sandboxes' group, writable and inherited (new files are renamed in, so folders are
+        enough)."""
+        os.makedirs(self.ccache_dir, exist_ok=True)
+        if self.uid is None:
+            return
+        for root, _, _ in os.walk(self.ccache_dir):
+            info = os.stat(root)
+            if info.st_gid != CCACHE_GID or info.st_mode & 0o2070 != 0o2070:
+                os.chown(root, -1, CCACHE_GID)
+                os.chmod(root, info.st_mode | 0o2070)
+
+    # ---- running ----
+
+    def start(self, argv: list[str], *, writable: list[str], cwd: str, env: dict, limits: Limits) -> Run:
+        """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write."""
+        home = writable[0]
+        run_env = scrubbed_env(env, home)
+        if self.ccache_dir:
+            run_env.update(CCACHE_DIR=self.ccache_dir, CCACHE_UMASK="002")
+        if self.ccache_dir and self.mode == "uid" and not _passable(self.ccache_dir):
+            run_env["CCACHE_DISABLE"] = "1"  # under a folder the uid cannot pass (root's home)
+        command = argv
+        if self.mode == "bwrap":
+            command = self._bwrap(argv, writable, cwd)
+        own_uid = self.uid is not None
+
+        def in_child() -> None:
+            limits.apply(own_uid)
+            if own_uid and self.mode == "uid":
+                os.setgroups([CCACHE_GID] if self.ccache_dir else [])
+                os.setgid(self.uid)
+                os.setuid(self.uid)
+
+        process = subprocess.Popen(command, cwd=cwd, env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, start_new_session=True, preexec_fn=in_child)
+        return Run(self, process)
+
+    def run(self, argv: list[str], *, timeout: float, **kwargs) -> tuple[int | None, str]:
+        """Run to the end or for `timeout` seconds: (exit code or None when stopped, stdout + stderr)."""
+        run = self.start(argv, **kwargs)
+        code = run.wait(timeout)
+        run.kill()
+        return code, run.stdout() + run.stderr()
+
+    def _bwrap(self, argv: list[str], writable: list[str], cwd: str) -> list[str]:
+        args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
+        for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU, when there is one
+            args += ["--dev-bind", node, node]
+        args += ["--proc", "/proc", "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+        home = os.path.realpath(os.path.expanduser("~"))
+        if home != "/" and os.path.isdir(home):
+            args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
+        hidden = ("/tmp", home)
+        binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden)]
+        binds += [(os.path.realpath(p), "--bind") for p in writable + ([self.ccache_dir] if self.ccache_dir else [])]
+        made, bound = set(), []
+        for path, how in sorted(binds, key=lambda item: item[0].count(os.sep)):  # outer folders first
+            if how == "--ro-bind" and _under(path, tuple(bound)):
+                continue  # already there
+            # bwrap would make the folders above a mount point in an empty /tmp or home
+            # private (0700): made here, so that the sandbox uid may pass through them
+            for above in _ancestors(path):
+                if above not in made and _under(above, hidden) and above not in hidden \
+                        and not _under(above, tuple(bound)):
+                    args += ["--perms", "0755", "--dir", above]
+                    made.add(above)
+            args += [how, path, path]
+            bound.append(path)
+        args += ["--chdir", cwd, "--die-with-parent", "--new-session"]
+        if self.uid is None:
+            return args + ["--unshare-all", "--", *argv]
+        # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
+        # switch to) and the command switches to the sandbox uid, with no capabilities left.
+        groups = ["--groups", str(CCACHE_GID)] if self.ccache_dir else ["--clear-groups"]
+        return args + ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                       "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
+                       "setpriv", "--reuid", str(self.uid), "--regid", str(self.uid), *groups,
+                       "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
+
+    # ---- ending ----
+
+    def kill_all(self) -> None:
+        """Every process of the sandbox uid (none left alive to write anything later)."""
+        if self.uid is None:
+            return
+        for _ in range(100):  # a process may fork while its siblings are killed
+            pids = _pids_of(self.uid)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.kill_all()
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def describe(self) -> dict:
+        return {"mode": self.mode, "uid": self.uid, "shared_ccache": bool(self.ccache_dir)}
+
+
+def python_command(*args: str) -> list[str]:
+    """This Python, not putting the working folder on sys.path (the sandbox can write it)."""
+    return [sys.executable, "-P", *args]
+
+
+def _candidates(requested: str) -> list[tuple[str, bool]]:
+    """(mode, with a uid of its own) to try, best first. As root, bwrap runs the command as a
+    uid of its own; when that uid cannot read Python or the course (under root's home, say),
+    plain bwrap still hides what it can."""
+    root, bwrap = os.geteuid() == 0, shutil.which("bwrap") is not None
+    choices = {
+        "none": [("none", False)],
+        "bwrap": [("bwrap", True)] * (root and bwrap) + [("bwrap", False)] * bwrap,
+        "uid": [("uid", True)] * root,
+        "auto": [("bwrap", True)] * (root and bwrap) + [("uid", True)] * root + [("bwrap", False)] * bwrap,
+    }
+    return choices[requested]
+
+
+def _paths_runs_need(env: dict) -> list[str]:
+    """What a run reads that may lie under a folder bwrap hides (/tmp, the grader's home)."""
+    import site
+
+    paths = [PACKAGE_ROOT, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             *site.getsitepackages()]
+    for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH"):
+        paths += [p for p in env.get(name, "").split(os.pathsep) if p]
+    if env.get("CUDA_HOME"):
+        paths.append(env["CUDA_HOME"])
+    return paths
+
+
+def _passable(path: str) -> bool:
+    """Whether any user may reach `path` (every folder above it lets others pass)."""
+    path = os.path.realpath(path)
+    while path != os.path.dirname(path):
+        path = os.path.dirname(path)
+        if not os.stat(path).st_mode & 0o001:
+            return False
+    return True
+
+
+def _ancestors(path: str) -> list[str]:
+    """The folders above `path`, outermost first."""
+    above = []
+    while os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+        above.append(path)
+    return above[::-1]
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _take_uid() -> tuple[int | None, object]:
+    """A uid no other grading holds and no account has: (uid, the lock holding it)."""
+    folder = os.path.join(os.path.expanduser("~"), ".cache", "autograder", "sandbox-uids")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    for uid in UID_RANGE:
+        with contextlib.suppress(KeyError):
+            pwd.getpwuid(uid)
+            continue
+        with contextlib.suppress(KeyError):
+            grp.getgrgid(uid)
+            continue
+        lock = open(os.path.join(folder, str(uid)), "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock.close()
+            continue
+        if not _pids_of(uid):  # left running by a grader that was killed
+            return uid, lock
+        lock.close()
+    return None, None
+
+
+def _pids_of(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as handle:
+                status = dict(line.split(":", 1) for line in handle if ":" in line)
+        except OSError:
+            continue
+        if int(status.get("Uid", "-1 0").split()[0]) == uid and not status.get("State", "").strip().startswith("Z"):
+            pids.append(int(entry))
+    return pids
