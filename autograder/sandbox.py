@@ -72,7 +72,10 @@ class SandboxError(RuntimeError):
 
 def scrubbed_env(env: dict, home: str) -> dict:
     kept = {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
-    return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1"}
+    # A sandbox uid has no passwd entry: getpass.getuser() (torch.profiler calls it) reads
+    # LOGNAME and USER before it asks getpwuid, which would fail.
+    return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1",
+            "USER": "sandbox", "LOGNAME": "sandbox"}
 
 
 class _Capture(threading.Thread):
