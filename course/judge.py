@@ -10,9 +10,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from course import hints
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
 from course.ops import op_for
+
+
+PATTERN = "  what it looks like: "  # a line from course.hints, under the mismatch it explains
 
 
 @dataclass
@@ -36,6 +40,12 @@ def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:
     return min(1.0, max(0.0, (ratio - zero_at) / (full_at - zero_at)))
 
 
+def wrong_elements(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Where got is not within atol + rtol*|expected| of expected (NaN counts as wrong)."""
+    got64, exp64 = got.double(), expected.double()
+    return ~((got64 - exp64).abs() <= atol + rtol * exp64.abs())
+
+
 def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
     """'' when got matches expected within atol + rtol*|expected|; else where and by how much."""
     if tuple(got.shape) != tuple(expected.shape):
@@ -44,10 +54,10 @@ def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol
         return ""
     got64, exp64 = got.double(), expected.double()
     error = (got64 - exp64).abs()
-    allowed = atol + rtol * exp64.abs()
-    bad = ~(error <= allowed)  # NaN counts as bad
+    bad = wrong_elements(got, expected, atol, rtol)
     if not bad.any():
         return ""
+    allowed = atol + rtol * exp64.abs()
     excess = torch.where(torch.isnan(error), torch.full_like(error, float("inf")), error - allowed)
     worst = torch.unravel_index(torch.argmax(excess), excess.shape)
     index = tuple(int(i) for i in worst)
@@ -61,8 +71,7 @@ def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol
         f"(allowed: {atol:g} + {rtol:g}*|expected|)",
     ]
     if torch.isnan(got64).any():
-        lines.append(f"  {int(torch.isnan(got64).sum())} NaN in the output: outputs start out as NaN here, "
-                     "so NaN usually means an element your code never wrote")
+        lines.append(f"  {int(torch.isnan(got64).sum())} NaN in the output")
     return "\n".join(lines)
 
 
@@ -117,7 +126,18 @@ def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
         mismatch = describe_mismatch(name, got, exp, atol, rtol)
         if mismatch:
             problems.append(mismatch)
+            if got.shape == exp.shape:
+                bad = wrong_elements(got, exp, atol, rtol)
+                problems += [PATTERN + line for line in hints.explain(name, got, exp, bad, inputs)]
     return problems
+
+
+def _with_hint(problems: list[str], case: Case) -> list[str]:
+    """The case's own hint, unless the mismatch's pattern already says what went wrong: a hint
+    fixed per case guesses from the case's purpose and can point the wrong way."""
+    if not case.hint or any(p.startswith(PATTERN) for p in problems):
+        return problems
+    return problems + [f"hint: {case.hint}"]
 
 
 def describe_inputs(inputs: dict) -> str:
@@ -140,7 +160,7 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     problems = _values_problems(spec, input_sets[0], result["outputs"][0])
     if problems:
         return Verdict(False, "\n".join(["the output of the timed calls was wrong, so their time earns no points:",
-                                         *problems] + ([f"hint: {case.hint}"] if case.hint else [])), 0.0)
+                                         *_with_hint(problems, case)]), 0.0)
     ours, theirs = (Timing(**{k: r["timing"][k] for k in ("median_ms", "spread", "reps")},
                            host_bound=bool(r["timing"].get("host_bound")))
                     for r in (result, baseline))
@@ -188,5 +208,5 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None)
         if problem:
             problems.append(problem)
     if problems:
-        return Verdict(False, "\n".join(problems + ([f"hint: {case.hint}"] if case.hint else [])))
+        return Verdict(False, "\n".join(_with_hint(problems, case)))
     return Verdict(True)

@@ -23,7 +23,7 @@ from course.authoring.units import Unit
 # The course code a notebook writes to disk before its first use: everything it
 # imports from `course`, and nothing instructors keep to themselves.
 RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "ops.py", "suites.py", "harness.py", "judge.py",
-                   "public.py", "bench.py", "notebook.py")
+                   "hints.py", "public.py", "bench.py", "notebook.py")
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 _FENCE = re.compile(r"^```python\s*$")
