@@ -86,3 +86,18 @@ def test_the_notebook_ships_every_course_module_its_code_imports(name):
             first, listed, third = match.groups()
             imported |= {first or third} if (first or third) else {n.strip() for n in listed.split(",")}
     assert imported and imported <= shipped, f"imported but not shipped: {sorted(imported - shipped)}"
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_perf_thresholds_in_the_notebook_are_the_graded_ones(name):
+    """A unit with public perf cases shows their thresholds from the cases, not written by hand."""
+    unit = units.load(name)
+    perf = [case for case in unit.tests(hidden=False).CASES if case.kind == "perf"]
+    with open(os.path.join(unit.folder, "lesson.md"), encoding="utf-8") as handle:
+        lesson = handle.read()
+    assert ("<!-- thresholds -->" in lesson) == bool(perf)
+    assert not re.search(r"(full|no|zero) points at \d", lesson), "thresholds written by hand in lesson.md"
+    if perf:
+        text = generate.thresholds_text(unit)
+        for case in perf:
+            assert f"`{case.name}`" in text and f"{case.params['full_at']:g}×" in text

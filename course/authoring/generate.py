@@ -71,7 +71,25 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
         return "code", f"from course.notebook import submit\n\nsubmit({unit.name!r}, [{files}])", {}
     if name == "answer":
         return "markdown", "*Your answer:*\n\n", {"course": {"answer": argument}}
+    if name == "thresholds":
+        return "markdown", thresholds_text(unit), {}
     raise ValueError(f"{unit.name}/lesson.md: unknown directive {name!r}")
+
+
+def thresholds_text(unit: Unit) -> str:
+    """How the public perf cases score, read from the cases themselves: a lesson that wrote
+    the numbers out by hand could disagree with what is graded."""
+    perf = [case for case in unit.tests(hidden=False).CASES if case.kind == "perf"]
+    if not perf:
+        raise ValueError(f"{unit.name}/lesson.md: <!-- thresholds --> in a unit without public perf cases")
+    rows = ["| test | shape, dtype | full points at | no points at |", "| --- | --- | --- | --- |"]
+    for case in perf:
+        shape = "×".join(str(n) for n in case.params.get("shape", ()))
+        dtype = str(case.params.get("dtype", "")).replace("torch.", "")
+        rows.append(f"| `{case.name}` | {shape} {dtype} | {case.params['full_at']:g}× | {case.params['zero_at']:g}× |")
+    return ("**How the performance tests score.** The ratio is PyTorch's time over yours, both "
+            "timed in the same run on the same GPU; points rise linearly between the two columns.\n\n"
+            + "\n".join(rows))
 
 
 def _plan_arguments(unit: Unit) -> str:
