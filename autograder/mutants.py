@@ -3,7 +3,8 @@
 solutions/<unit>/mutants.toml lists mutants: edits to the reference solution and
 the exact tests each must lose (fnmatch patterns, minus `keeps`), on a machine
 with a GPU. On a machine without one, the CUDA tests are not run and only the
-rest are compared.
+rest are compared. autograder/hostile/hostile.toml lists submissions that attack the
+grader itself, in the same form.
 """
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ class Mutant:
     edits: tuple[dict, ...]
     gpu_only: bool
     perf_partial: bool = False  # its perf tests together earn some points, not all
+    # Hostile submissions (autograder/hostile/hostile.toml) say more about how they are graded:
+    says: str = ""                  # what the output of every test it loses contains
+    not_run: tuple[str, ...] = ()   # tests reported as not run (fnmatch patterns)
+    tests: tuple[str, ...] = ()     # grade only these tests (fnmatch patterns); all when empty
+    submission: str = ""            # a file that is the whole submission, instead of edits
+    after_exit: bool = False        # graded by the command line; its report is checked after it exits
+    time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
+    case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -33,11 +42,35 @@ def load(unit: Unit) -> dict[str, Mutant]:
     path = unit.mutants_path
     if not os.path.exists(path):
         return {}
+    return load_file(path)
+
+
+def load_file(path: str) -> dict[str, Mutant]:
+    """The mutants a toml file lists. An edit is `old` -> `new`, or `append` (`prepend`): a file
+    beside the toml whose text goes at the end (the start) of the edited file."""
     with open(path, "rb") as handle:
-        data = tomllib.load(handle)["mutants"]
-    return {name: Mutant(name, entry["about"], tuple(entry["loses"]), tuple(entry.get("keeps", ())),
-                         tuple(entry["edits"]), entry.get("gpu_only", False), entry.get("perf_partial", False))
-            for name, entry in data.items()}
+        data = tomllib.load(handle)
+    defaults = {key: data[key] for key in ("tests",) if key in data}
+    folder = os.path.dirname(os.path.abspath(path))
+    found = {}
+    for name, entry in data["mutants"].items():
+        entry = {**defaults, **entry}
+        edits = tuple(_resolved(edit, folder) for edit in entry.get("edits", ()))
+        found[name] = Mutant(
+            name, entry["about"], tuple(entry["loses"]), tuple(entry.get("keeps", ())), edits,
+            entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("says", ""),
+            tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
+            os.path.join(folder, entry["submission"]) if "submission" in entry else "",
+            entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)))
+    return found
+
+
+def _resolved(edit: dict, folder: str) -> dict:
+    for where in ("append", "prepend"):
+        if where in edit:
+            with open(os.path.join(folder, edit[where]), encoding="utf-8") as handle:
+                return {"file": edit["file"], f"{where}_text": handle.read()}
+    return edit
 
 
 def write(unit: Unit, mutant: Mutant, dest: str) -> None:
@@ -47,10 +80,16 @@ def write(unit: Unit, mutant: Mutant, dest: str) -> None:
         path = os.path.join(dest, edit["file"])
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        count = edit.get("count", 1)
-        found = text.count(edit["old"])
-        if found != count:
-            raise ValueError(f"mutant {mutant.name}: expected {count} occurrence(s) of its edit in "
-                             f"{edit['file']}, found {found}: the solution changed, update the mutant")
+        if "append_text" in edit:
+            text += "\n" + edit["append_text"]
+        elif "prepend_text" in edit:
+            text = edit["prepend_text"] + text
+        else:
+            count = edit.get("count", 1)
+            found = text.count(edit["old"])
+            if found != count:
+                raise ValueError(f"mutant {mutant.name}: expected {count} occurrence(s) of its edit in "
+                                 f"{edit['file']}, found {found}: the solution changed, update the mutant")
+            text = text.replace(edit["old"], edit["new"])
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text.replace(edit["old"], edit["new"]))
+            handle.write(text)

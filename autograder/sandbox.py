@@ -74,8 +74,9 @@ def scrubbed_env(env: dict, home: str) -> dict:
     kept = {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
     # A sandbox uid has no passwd entry: getpass.getuser() (torch.profiler calls it) reads
     # LOGNAME and USER before it asks getpwuid, which would fail.
+    python_path = [PACKAGE_ROOT, *(p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_ROOT)]
     return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1",
-            "USER": "sandbox", "LOGNAME": "sandbox"}
+            "USER": "sandbox", "LOGNAME": "sandbox", "PYTHONPATH": os.pathsep.join(python_path)}
 
 
 class _Capture(threading.Thread):
@@ -111,15 +112,22 @@ class Run:
         self._stdout, self._stderr = _Capture(process.stdout), _Capture(process.stderr)
 
     def poll(self) -> int | None:
-        return self.process.poll()
+        """The exit code (-N: killed by signal N), or None while it runs."""
+        return self._as_signal(self.process.poll())
 
     def wait(self, timeout: float) -> int | None:
         """The exit code, or None if it still runs after `timeout` seconds (then killed)."""
         try:
-            return self.process.wait(timeout=max(0.0, timeout))
+            return self._as_signal(self.process.wait(timeout=max(0.0, timeout)))
         except subprocess.TimeoutExpired:
             self.kill()
             return None
+
+    def _as_signal(self, code: int | None) -> int | None:
+        # bwrap exits with 128 + N when the command was killed by signal N, as a shell does
+        if code is not None and self.sandbox.mode == "bwrap" and 128 < code < 128 + signal.NSIG:
+            return 128 - code
+        return code
 
     def kill(self) -> None:
         """The whole tree: the bwrap namespace, every process of the sandbox uid."""

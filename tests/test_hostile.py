@@ -1,0 +1,126 @@
+"""Submissions that attack the grader (autograder/hostile/hostile.toml), graded on the CPU:
+each gets its verdict, the report is the grader's, and nothing of the grading is left: no
+process, no temporary folder, no file planted outside the sandbox, no secret in the report."""
+import fnmatch
+import glob
+import json
+import os
+import secrets
+import site
+import subprocess
+import sys
+import time
+import tomllib
+
+import pytest
+
+from autograder import mutants, report
+from autograder.grade import grade
+from course.authoring import units
+
+pytestmark = pytest.mark.autograder
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOSTILE_TOML = os.path.join(REPO, "autograder", "hostile", "hostile.toml")
+with open(HOSTILE_TOML, "rb") as _handle:
+    UNIT = units.load(tomllib.load(_handle)["unit"])
+HOSTILE = mutants.load_file(HOSTILE_TOML)
+SEED = 7
+
+
+def _params(after_exit: bool):
+    return [pytest.param(m, id=m.name) for m in HOSTILE.values() if m.after_exit == after_exit]
+
+
+def _submission(mutant, tmp_path) -> str:
+    if mutant.submission:
+        return mutant.submission
+    mutants.write(UNIT, mutant, str(tmp_path / "submission"))
+    return str(tmp_path / "submission")
+
+
+def _secret_for_the_taking(tmp_path) -> str:
+    """A secret in the grader's environment and in a file of another grading beside this one."""
+    secret = "s3cr3t-" + secrets.token_hex(8)
+    other = tmp_path / "work" / "grade_day01_relu_bias_other"
+    other.mkdir(parents=True, mode=0o700)
+    (other / "secret.txt").write_text(secret)
+    return secret
+
+
+def _alive(tmp_path, uid) -> list[str]:
+    """Processes of the grading: run in or on its folders, or as its sandbox uid."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as handle:
+                status = dict(line.split(":", 1) for line in handle if ":" in line)
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if status["State"].strip().startswith("Z"):
+            continue
+        if str(tmp_path) in cmdline or cwd.startswith(str(tmp_path)) or int(status["Uid"].split()[0]) == uid:
+            alive.append(f"{pid} {cmdline[:120]}")
+    return alive
+
+
+def _planted() -> list[str]:
+    places = [*site.getsitepackages(), site.getusersitepackages(), os.path.join(REPO, "course"),
+              os.path.expanduser("~root")]
+    found = [path for place in places for path in glob.glob(os.path.join(place, "*hostile_planted*"))]
+    for path in found:  # no later process may run them
+        os.remove(path)
+    return found
+
+
+def _check(mutant, data: dict, tmp_path, secret: str = "") -> None:
+    """The verdict, the report and what is left after the grading."""
+    tests = data["tests"]
+    names = [t["name"] for t in tests]
+    graded = [c.name for c in UNIT.tests().CASES
+              if not mutant.tests or any(fnmatch.fnmatchcase(c.name, p) for p in mutant.tests)]
+    assert names == ["build", *graded]
+    not_run = {t["name"] for t in tests if t["output"].startswith("not run")}
+    failed = {t["name"] for t in tests if t["status"] == "failed"} - not_run
+    table = "\n".join(f"{t['name']}: {t['status']}: {t['output'][:300]}" for t in tests)
+    assert failed == mutant.expected_losses(names), table
+    assert not_run == {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in mutant.not_run)}, table
+    assert all(mutant.says in t["output"] for t in tests if t["name"] in failed), table
+    extra = data["extra_data"]
+    assert extra["unit"] == UNIT.name and extra["seed"] == SEED and extra["sandbox"]["mode"] in ("bwrap", "uid")
+    text = json.dumps(data)
+    assert "forged" not in text and "root:x:0:0" not in text and (not secret or secret not in text)
+    assert _alive(tmp_path, extra["sandbox"]["uid"]) == []
+    assert [p for p in os.listdir(tmp_path / "work") if not p.endswith("_other")] == []  # its folders removed
+    assert _planted() == []
+
+
+@pytest.mark.parametrize("mutant", _params(after_exit=False))
+def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
+    secret = _secret_for_the_taking(tmp_path)
+    monkeypatch.setenv("GRADER_SECRET", secret)
+    options = dict(time_limit=mutant.time_limit) if mutant.time_limit else {}
+    result = grade(_submission(mutant, tmp_path), UNIT, seed=SEED, work=str(tmp_path / "work"), has_gpu=False,
+                   tests=mutant.tests, case_timeout=mutant.case_timeout or None, **options)
+    with open(report.write(result, str(tmp_path / "out"))) as handle:
+        _check(mutant, json.load(handle), tmp_path, secret)
+
+
+@pytest.mark.parametrize("mutant", _params(after_exit=True))
+def test_hostile_submission_leaves_the_report_alone_after_the_grader_exits(mutant, tmp_path):
+    secret = _secret_for_the_taking(tmp_path)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "autograder", "grade", _submission(mutant, tmp_path), "--unit", UNIT.name,
+               "--out", str(out), "--work", str(tmp_path / "work"), "--seed", str(SEED)]
+    command += [arg for pattern in mutant.tests for arg in ("--tests", pattern)]
+    command += ["--time-limit", str(mutant.time_limit)] if mutant.time_limit else []
+    done = subprocess.run(command, cwd=REPO, env={**os.environ, "GRADER_SECRET": secret}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = (out / "results.json").read_bytes()
+    time.sleep(10)  # long enough for anything left behind to strike
+    assert (out / "results.json").read_bytes() == written
+    assert os.listdir(out) == ["results.json"]
+    _check(mutant, json.loads(written), tmp_path, secret)

@@ -1,0 +1,134 @@
+"""The sandbox every build and test process of a grading runs in (autograder/sandbox.py): what
+a run may write and read, its limits, its output, and nothing of it left once it ends."""
+import json
+import os
+import site
+import sys
+
+import pytest
+
+from autograder.sandbox import OUTPUT_KEPT, Limits, Sandbox, SandboxError, _candidates, python_command
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMITS = Limits(cpu_seconds=60)
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    box = Sandbox.open("auto", str(tmp_path))
+    yield box
+    box.close()
+
+
+def _run(sandbox, tmp_path, code: str, limits=LIMITS, timeout=60):
+    folder = sandbox.folder(str(tmp_path), "run_")
+    exit_code, output = sandbox.run(python_command("-c", code), timeout=timeout, writable=[folder], cwd=folder,
+                                    env=dict(os.environ, GRADER_SECRET="hunter2"), limits=limits)
+    return exit_code, output, folder
+
+
+def _alive(marker: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if marker.encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+def test_a_sandbox_is_found_and_none_only_when_asked(sandbox):
+    assert sandbox.mode in ("bwrap", "uid")
+    assert all(mode != "none" for mode, _ in _candidates("auto"))
+    assert _candidates("none") == [("none", False)]
+    with pytest.raises(ValueError, match="sandbox mode"):
+        Sandbox.open("chroot", "/tmp")
+
+
+def test_a_run_writes_only_its_folder_and_sees_no_secret(sandbox, tmp_path):
+    targets = [os.path.join(REPO, "course", "planted.py"), os.path.join(site.getsitepackages()[0], "planted.pth"),
+               str(tmp_path / "beside_the_run"), os.path.join(os.path.expanduser("~"), "planted")]
+    code = f"""
+import json, os
+wrote = []
+for path in {targets!r} + ["mine"]:
+    try:
+        open(path, "w").close()
+        wrote.append(path)
+    except OSError:
+        pass
+print(json.dumps({{"wrote": wrote, "env": dict(os.environ)}}))
+"""
+    exit_code, output, folder = _run(sandbox, tmp_path, code)
+    assert exit_code == 0, output
+    seen = json.loads(output.strip().splitlines()[-1])
+    assert seen["wrote"] == ["mine"] and os.path.exists(os.path.join(folder, "mine"))
+    assert "GRADER_SECRET" not in seen["env"] and seen["env"]["HOME"] == folder
+    assert not any(os.path.exists(path) for path in targets)
+
+
+def test_processes_a_run_leaves_are_killed(sandbox, tmp_path):
+    folder = sandbox.folder(str(tmp_path), "run_")
+    # a detached grandchild (new session, double fork) and a plain child, both outliving the run
+    exit_code, output = sandbox.run(["sh", "-c", "(setsid sleep 301.5 &); sleep 302.5 & echo started"],
+                                    timeout=30, writable=[folder], cwd=folder, env=dict(os.environ), limits=LIMITS)
+    assert exit_code == 0 and "started" in output
+    assert _alive("301.5") == [] and _alive("302.5") == []
+    run = sandbox.start(["sh", "-c", "(setsid sleep 303.5 &); sleep 304.5"], writable=[folder], cwd=folder,
+                        env=dict(os.environ), limits=LIMITS)
+    assert run.wait(1) is None  # still running: stopped, with all it started
+    assert _alive("303.5") == [] and _alive("304.5") == []
+
+
+def test_output_is_capped_in_memory(sandbox, tmp_path):
+    code = "import sys\nfor _ in range(50): sys.stdout.write('x' * (1 << 20))"
+    exit_code, output, folder = _run(sandbox, tmp_path, code)
+    assert exit_code == 0
+    assert len(output) < 3 * OUTPUT_KEPT and "bytes left out" in output
+    assert sum(len(files) for _, _, files in os.walk(folder)) == 0  # nothing of it on disk
+
+
+def test_memory_beyond_the_limit_cannot_be_had(sandbox, tmp_path):
+    exit_code, output, _ = _run(sandbox, tmp_path, "bytearray(20 << 30)")
+    assert exit_code == 1 and "MemoryError" in output
+
+
+def test_cpu_time_and_file_size_are_limited(sandbox, tmp_path):
+    exit_code, _, _ = _run(sandbox, tmp_path, "while True: pass", limits=Limits(cpu_seconds=1), timeout=30)
+    assert exit_code is not None and exit_code < 0  # SIGXCPU, then SIGKILL at the hard limit
+    exit_code, output, _ = _run(sandbox, tmp_path, "open('big', 'wb').write(bytes(2 << 20))",
+                                limits=Limits(cpu_seconds=60, file_bytes=1 << 20))
+    assert exit_code == 1 and "File too large" in output
+
+
+def test_processes_are_limited_with_a_uid_of_its_own(sandbox, tmp_path):
+    if sandbox.uid is None:
+        pytest.skip("the sandbox runs as the grader's own user here: no process limit of its own")
+    folder = sandbox.folder(str(tmp_path), "run_")
+    exit_code, output = sandbox.run(["sh", "-c", "for i in $(seq 50); do sleep 5 & done; wait"], timeout=30,
+                                    writable=[folder], cwd=folder, env=dict(os.environ),
+                                    limits=Limits(cpu_seconds=60, processes=20))
+    assert "fork" in output.lower(), output
+
+
+def test_no_network_in_bwrap(sandbox, tmp_path):
+    if sandbox.mode != "bwrap":
+        pytest.skip("only bubblewrap takes the network away")
+    code = ("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n    print('connected')\n"
+            "except OSError as error:\n    print(error)")
+    exit_code, output, _ = _run(sandbox, tmp_path, code)
+    assert exit_code == 0 and "connected" not in output and "unreachable" in output.lower()
+
+
+def test_uid_mode_runs_as_a_uid_of_its_own(tmp_path):
+    try:
+        box = Sandbox.open("uid", str(tmp_path))
+    except SandboxError as error:
+        pytest.skip(f"no uid mode here: {error}")
+    try:
+        exit_code, output, _ = _run(box, tmp_path, "import os; print(os.getuid())")
+        assert exit_code == 0 and int(output.split()[-1]) == box.uid != os.getuid()
+    finally:
+        box.close()
