@@ -1,0 +1,146 @@
+"""What the grader's own process checks before it believes anything from a submission: the
+submission's container, a child's result, a failed build's log. No build, no child process."""
+import json
+import os
+import zipfile
+
+import nbformat
+import pytest
+import torch
+
+from autograder.build_log import student_errors
+from autograder.result_schema import result_problem
+from autograder.submission import MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS, SubmissionError, read_submission
+from course.authoring import units
+from course.cases import make_input_sets
+
+UNIT = units.load("day01_relu_bias")
+SPEC = UNIT.tests()
+CASES = {case.name: case for case in SPEC.CASES}
+
+
+def _honest(case_name: str) -> tuple:
+    """(case, input sets, a well-formed result for them)."""
+    case = CASES[case_name]
+    input_sets = make_input_sets(SPEC, case, seed=1)
+    if case.kind == "error":
+        return case, input_sets, {"error": ("RuntimeError", "bias must have N elements")}
+    outputs = [tuple(SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
+    result = {"outputs": [tuple(t.to(inputs["x"].dtype) for t in out) for out, inputs in zip(outputs, input_sets)]}
+    result["inputs_after"] = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
+    result["ops"], result["kernels"] = [], []
+    return case, input_sets, result
+
+
+@pytest.mark.parametrize("case_name, forge, problem", [
+    ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 1"),
+    ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",)]}, "y is a str, not a tensor"),
+    ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
+    ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
+    ("cpu_fp64_small", lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),)]}, "not a plain tensor"),
+    ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
+    ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
+    ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
+    ("cpu_fp64_small", lambda r: ["a", "list"], "not a dict"),
+    ("cpu_fp64_small", lambda r: {"exception": 42}, "not text"),
+])
+def test_a_malformed_result_is_named(case_name, forge, problem):
+    case, input_sets, result = _honest(case_name)
+    assert result_problem(SPEC, case, input_sets, result) == ""
+    assert problem in result_problem(SPEC, case, input_sets, forge(result))
+
+
+def test_a_perf_result_needs_a_timing_that_is_a_number():
+    from course.cases import Case
+
+    case = Case("p", "g", kind="perf", params=dict(shape=(4, 8)))
+    input_sets = make_input_sets(SPEC, case, seed=1)
+    outputs = [(SPEC.OPS["forward"].reference(input_sets[0])[0].float(),)]
+    good = {"timing": {"median_ms": 1.0, "spread": 0.1, "reps": 10}, "outputs": outputs}
+    assert result_problem(SPEC, case, input_sets, good) == ""
+    for bad in (float("nan"), "fast", None, True):
+        forged = {**good, "timing": {**good["timing"], "median_ms": bad}}
+        assert "median_ms is not a number" in result_problem(SPEC, case, input_sets, forged)
+
+
+LOG = """FAILED: relu_bias.o
+c++ -MMD -I/secret/include -c ../src/relu_bias.cpp -o relu_bias.o
+In file included from ../src/relu_bias.cpp:2:
+/etc/passwd:1:5: error: found ':' in nested-name-specifier, expected '::'
+    1 | root:x:0:0:root:/root:/bin/bash
+      |     ^
+../src/relu_bias.cpp:9:12: error: 'nope' was not declared in this scope
+    9 |   return nope;
+      |          ^~~~
+/etc/shadow(3): error: expected a ";"
+  root:$6$salt$hash:19000:0:99999:7:::
+  ^
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_compiler_output_shows_only_the_students_files(tmp_path):
+    source, build = tmp_path / "src", tmp_path / "build"
+    source.mkdir()
+    build.mkdir()
+    shown = student_errors(LOG, str(source), str(build), public=[])
+    assert "root:" not in shown and "salt" not in shown and "/secret" not in shown
+    assert "relu_bias.cpp:9:12: error: 'nope' was not declared" in shown and "return nope;" in shown
+    assert shown.count("not one of your files") == 2
+    assert len(student_errors(LOG * 500, str(source), str(build), public=[], limit=1000)) <= 3000
+
+
+def _notebook(answer: str, padding: int = 0):
+    notebook = nbformat.read(os.path.join(UNIT.repo, "notebooks", "instructor", f"{UNIT.name}.ipynb"), as_version=4)
+    next(c for c in notebook.cells if c.metadata.get("course", {}).get("answer")).source = answer
+    if padding:  # a plot's worth of output
+        next(c for c in notebook.cells if c.cell_type == "code").outputs = [
+            nbformat.v4.new_output("stream", text="x" * padding)]
+    return notebook
+
+
+def test_answers_in_a_notebook_over_a_megabyte_are_kept(tmp_path):
+    archive = tmp_path / "submission.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr(f"{UNIT.name}.ipynb", nbformat.writes(_notebook("because", padding=2 * MAX_SOURCE_BYTES)))
+    _, answers = read_submission(str(archive), UNIT)
+    assert any("because" in answer for answer in answers.values())
+
+
+@pytest.mark.parametrize("text", [
+    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {"0": {}}}),  # cells not a list
+    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": 3}]}),
+    "{ not json",
+])
+def test_a_broken_notebook_is_a_clear_error(tmp_path, text):
+    path = tmp_path / "submission.ipynb"
+    path.write_text(text)
+    with pytest.raises(SubmissionError, match="not a valid notebook"):
+        read_submission(str(path), UNIT)
+
+
+def test_a_damaged_zip_is_a_clear_error(tmp_path):
+    archive = tmp_path / "submission.zip"
+    with zipfile.ZipFile(archive, "w") as handle:  # stored, not compressed: the text is in the file
+        handle.writestr("relu_bias.cu", "int kernel_source_here;" * 100)
+    data = archive.read_bytes()
+    archive.write_bytes(data.replace(b"kernel_source_here", b"kernel_source_HERE", 1))  # its checksum no longer holds
+    with pytest.raises(SubmissionError, match="the zip could not be read"):
+        read_submission(str(archive), UNIT)
+
+
+def test_a_zip_of_too_many_files_is_refused(tmp_path):
+    archive = tmp_path / "submission.zip"
+    with zipfile.ZipFile(archive, "w") as handle:
+        for index in range(MAX_ZIP_MEMBERS + 1):
+            handle.writestr(f"junk/{index}.txt", "")
+    with pytest.raises(SubmissionError, match=f"at most {MAX_ZIP_MEMBERS}"):
+        read_submission(str(archive), UNIT)
+
+
+def test_a_link_in_a_folder_submission_is_not_followed(tmp_path):
+    UNIT.write("solution", str(tmp_path))
+    (tmp_path / "relu_bias.cu").unlink()
+    (tmp_path / "relu_bias.cu").symlink_to("/etc/passwd")
+    files, _ = read_submission(str(tmp_path), UNIT)
+    assert "relu_bias.cu" not in files and "relu_bias.cpp" in files
