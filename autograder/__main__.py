@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
-    options = dict(sandbox=args.sandbox, time_limit=args.time_limit, work=args.work)
+    options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work)
 
     try:
         if args.command == "grade":

@@ -82,7 +82,7 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     source_dir, build_dir = os.path.join(box, "src"), os.path.join(box, "build")
     try:
         missing, answers = materialize(submission, unit, source_dir)
-    except SubmissionError as error:
+    except (SubmissionError, OSError) as error:
         test.output = f"the submission could not be read: {error}"
         return test, None, box, source_dir, {}
     if missing:
@@ -129,12 +129,13 @@ def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, C
 
 
 def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | None = None,
-          has_gpu: bool | None = None, sandbox: str = "auto", time_limit: float = TIME_LIMIT,
+          has_gpu: bool | None = None, sandbox_mode: str = "auto", time_limit: float = TIME_LIMIT,
           build_timeout: float = BUILD_TIMEOUT, case_timeout: float | None = None, tests: tuple[str, ...] = (),
           keep_work: bool = False) -> Grade:
     """Grade `submission` in a new folder under `work` (the temp folder by default), removed at
     the end with every process the grading started. `tests`: fnmatch patterns of the cases to
-    run (default all); `case_timeout`: a cap on every case's own time limit."""
+    run (default all); `case_timeout`: a cap on every case's own time limit; `sandbox_mode`: one
+    of autograder.sandbox.MODES."""
     seed = secrets.randbits(62) if seed is None else seed
     deadline = Deadline(time_limit)
     parent = work or tempfile.gettempdir()
@@ -142,12 +143,12 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     root = tempfile.mkdtemp(prefix=f"grade_{unit.name}_", dir=parent)
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
-    box = Sandbox.open(sandbox, root, read_only=[unit.solutions], env=env)
+    sandbox = Sandbox.open(sandbox_mode, root, read_only=[unit.solutions], env=env)
     try:
-        result = _grade(submission, unit, seed, root, box, env, deadline, capability is not None,
+        result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None,
                         build_timeout=build_timeout, case_timeout=case_timeout, tests=tests)
     finally:
-        box.close()
+        sandbox.close()
         if not keep_work:
             shutil.rmtree(root, ignore_errors=True)
     return result
