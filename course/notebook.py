@@ -122,10 +122,13 @@ class PublicTestsFailed(AssertionError):
     pass
 
 
-def run_public_tests(unit: str, module, seed: int | None = None) -> None:
-    from course.public import run_cases
+def run_public_tests(unit: str, module, files: list[str] = (), seed: int | None = None) -> None:
+    """The unit's public cases against `module`, after the list of TODOs left in its `files`
+    (in the folder the notebook writes them to)."""
+    from course.public import print_todos, run_cases
     from course.suites import import_suite
 
+    print_todos(unit, list(files))
     if not run_cases(import_suite(UNITS_DIR, unit, hidden=False), module, seed=seed):
         raise PublicTestsFailed("some public tests failed: read the messages above")
 

@@ -1,7 +1,10 @@
 """Runs a unit's public cases in this process and prints what passed and why not."""
 from __future__ import annotations
 
+import ast
+import os
 import random
+import re
 import traceback
 
 import torch
@@ -11,11 +14,60 @@ from course.harness import execute
 from course.judge import Verdict, judge, needs_not_met
 
 
+_TODO_LINE = re.compile(r"TODO\((day\d+)\): ([^:\n]+):")  # day, "file, function"
+
+
 def _failure(error: Exception) -> Verdict:
     message = f"{type(error).__name__}: {error}".strip()
-    if "TODO(" not in message:
-        message += "\n" + "".join(traceback.format_exception(error)[-3:-1]).rstrip()
+    todos = _TODO_LINE.findall(message)
+    if todos:  # the full list is printed once, above the results: name only what blocks this case
+        return Verdict(False, "blocked by " + "; ".join(f"TODO({day}): {where}" for day, where in todos))
+    message += "\n" + "".join(traceback.format_exception(error)[-3:-1]).rstrip()
     return Verdict(False, message)
+
+
+# A COURSE_TODO line of C++ (not one quoted in a comment).
+_COURSE_TODO = re.compile(r'^\s*COURSE_TODO(?:_CPU|_CUDA)?\("(day\d+): ?([^"]*)"', re.MULTILINE)
+
+
+def _python_todos(text: str) -> list[str]:
+    """The messages of `raise NotImplementedError("TODO(dayNN): ...")` in Python source."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            message = node.exc.args[0]
+            if isinstance(message, ast.Constant) and str(message.value).startswith("TODO("):
+                found.append((node.lineno, str(message.value)))
+    return [message for _, message in sorted(found)]
+
+
+def remaining_todos(folder: str, files: list[str]) -> list[str]:
+    """Every TODO still in the unit's files, in the files' order: the C++ COURSE_TODO lines
+    and the Python NotImplementedError("TODO(dayNN): ...") ones."""
+    found = []
+    for name in files:
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+        if name.endswith(".py"):
+            found += _python_todos(text)
+        else:
+            found += [f"TODO({day}): {what.strip()}" for day, what in _COURSE_TODO.findall(text)]
+    return found
+
+
+def print_todos(folder: str, files: list[str]) -> None:
+    todos = remaining_todos(folder, files)
+    if todos:
+        print(f"{len(todos)} TODO{'s' if len(todos) > 1 else ''} left, in order:")
+        print("\n".join(f"  {todo}" for todo in todos))
+        print()
 
 
 def run_case(spec, ext, case, seed: int) -> Verdict:

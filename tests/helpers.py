@@ -1,5 +1,6 @@
 """Building a unit's rendered sources once per test session, and loading its suites."""
 import os
+import re
 
 from course.authoring import units
 from course.loading import build_and_load
@@ -22,3 +23,11 @@ def built_unit(name: str, kind: str, root: str):
 
 def load_spec(name: str, public_only: bool = False):
     return units.load(name).tests(hidden=not public_only)
+
+
+def cpu_path_has_todo(unit) -> bool:
+    """Whether the unit's template leaves a C++ TODO on its CPU path: a COURSE_TODO or
+    COURSE_TODO_CPU line in a .cpp file (one in a .cu or .cuh file blocks only the CUDA path).
+    Python TODOs block only the cases that call the function they stand in."""
+    return any(re.search(r"^COURSE_TODO(_CPU)?\(", unit.template(file), re.MULTILINE)
+               for file in unit.files if file.endswith(".cpp"))

@@ -65,7 +65,8 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
     if name == "build":
         return "code", f"from course.notebook import build_unit\n\next = build_unit({_plan_arguments(unit)})", {}
     if name == "tests":
-        return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext)", {}
+        files = ", ".join(repr(f) for f in unit.files)
+        return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext, [{files}])", {}
     if name == "submit":
         files = ", ".join(repr(f) for f in unit.files)
         return "code", f"from course.notebook import submit\n\nsubmit({unit.name!r}, [{files}])", {}
@@ -169,7 +170,7 @@ def _check_stubs(unit: Unit) -> None:
     tag = f"TODO({unit.day})"
     for file in unit.sources:
         for number, stub in enumerate(stubs(unit.raw(file), file), 1):
-            if tag not in stub and f'COURSE_TODO("{unit.day}:' not in stub:
+            if tag not in stub and not re.search(rf'COURSE_TODO(_CPU|_CUDA)?\("{unit.day}:', stub):
                 raise ValueError(f"{unit.name}/{file}: solution region {number} has no {tag} stub")
 
 

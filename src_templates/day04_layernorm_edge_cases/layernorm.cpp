@@ -226,7 +226,7 @@ typename CudaType<T>::type* cuda_ptr(const at::Tensor& t) {
   return reinterpret_cast<typename CudaType<T>::type*>(t.data_ptr<T>());
 }
 
-COURSE_TODO("day04: layernorm.cpp, forward_cuda: dispatch on all four float types and call launch_layernorm_forward with cuda_ptr, then delete this line");
+COURSE_TODO_CUDA("day04: layernorm.cpp, forward_cuda: dispatch on all four float types and call launch_layernorm_forward with cuda_ptr, then delete this line");
 void forward_cuda(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta, double eps,
                   int64_t rows, int64_t cols, at::Tensor& y, at::Tensor& mean, at::Tensor& rstd) {
   const c10::cuda::CUDAGuard device_guard(x.device());  // launch on x's GPU, not GPU 0
@@ -272,7 +272,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x_any_l
                                                        const std::vector<int64_t>& normalized_shape,
                                                        const at::Tensor& gamma_any_layout,
                                                        const at::Tensor& beta_any_layout, double eps) {
-  const std::string todo = course::pending_todo_message();
+  const std::string todo = course::todos_blocking(x_any_layout);
   TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_forward_inputs(x_any_layout, normalized_shape, gamma_any_layout, beta_any_layout, eps);
   const at::Tensor x = row_major(x_any_layout);
@@ -298,7 +298,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& dy_any
                                                         const at::Tensor& mean_any_layout,
                                                         const at::Tensor& rstd_any_layout,
                                                         std::array<bool, 3> output_mask) {
-  const std::string todo = course::pending_todo_message();
+  const std::string todo = course::todos_blocking(x_any_layout);
   TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_backward_inputs(dy_any_layout, x_any_layout, gamma_any_layout, mean_any_layout, rstd_any_layout);
   // dy comes from whatever op follows LayerNorm (a transpose's backward hands over a
