@@ -35,7 +35,7 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the range is the group that may write a shared ccache folder.
 UID_RANGE = range(64000, 65000)
 CCACHE_GID = 63999
-TMPFS_BYTES = 1 << 30  # the private /tmp lives in memory
+TMPFS_BYTES = 1 << 30  # the private /tmp lives in memory (and /dev/shm, a quarter of this)
 OUTPUT_KEPT = 64 << 10  # of a run's stdout and stderr, the first and the last this many bytes each
 # Variables a run keeps; HOME and TMPDIR are set to its folder. Anything else (secrets
 # included) is dropped.
@@ -264,7 +264,8 @@ class Sandbox:
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU, when there is one
             args += ["--dev-bind", node, node]
-        args += ["--proc", "/proc", "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
+                 "--perms", "1777", "--size", str(TMPFS_BYTES // 4), "--tmpfs", "/dev/shm"]
         home = os.path.realpath(os.path.expanduser("~"))
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
