@@ -72,9 +72,9 @@ class SandboxError(RuntimeError):
 
 def scrubbed_env(env: dict, home: str) -> dict:
     kept = {k: v for k, v in env.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    python_path = [PACKAGE_ROOT, *(p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_ROOT)]
     # A sandbox uid has no passwd entry: getpass.getuser() (torch.profiler calls it) reads
     # LOGNAME and USER before it asks getpwuid, which would fail.
-    python_path = [PACKAGE_ROOT, *(p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_ROOT)]
     return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1",
             "USER": "sandbox", "LOGNAME": "sandbox", "PYTHONPATH": os.pathsep.join(python_path)}
 
@@ -89,7 +89,7 @@ class _Capture(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError), self.pipe:
             while chunk := os.read(self.pipe.fileno(), 1 << 16):
                 room = OUTPUT_KEPT - len(self.head)
                 self.head += chunk[:room]
