@@ -21,6 +21,7 @@ import pwd
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -202,7 +203,7 @@ class Sandbox:
         path = tempfile.mkdtemp(prefix=prefix, dir=parent)
         os.makedirs(os.path.join(path, "tmp"))
         if self.uid is not None:
-            os.chmod(parent, 0o711)  # the sandbox uid may pass through the grading's folder, not list it
+            _let_others_pass(parent)
         self.give(path)
         return path
 
@@ -374,6 +375,20 @@ def _ancestors(path: str) -> list[str]:
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _let_others_pass(folder: str) -> None:
+    """Let the sandbox uid pass through `folder` and every folder above it (search, not list):
+    a run resolves absolute paths (compilers do), and one private folder on the way, such as a
+    0700 temporary folder the grading was started in, would deny it every path below."""
+    path = os.path.realpath(folder)
+    while True:
+        mode = os.stat(path).st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(path, stat.S_IMODE(mode) | stat.S_IXOTH)
+        if path == os.path.dirname(path):
+            return
+        path = os.path.dirname(path)
 
 
 def _take_uid() -> tuple[int | None, object]:
