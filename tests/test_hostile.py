@@ -17,6 +17,7 @@ import pytest
 from autograder import mutants, report
 from autograder.grade import grade
 from course.authoring import units
+from helpers import built_unit
 
 pytestmark = pytest.mark.autograder
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,6 +26,14 @@ with open(HOSTILE_TOML, "rb") as _handle:
     UNIT = units.load(tomllib.load(_handle)["unit"])
 HOSTILE = mutants.load_file(HOSTILE_TOML)
 SEED = 7
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiler_cache_warm(build_root):
+    """Build the unit's reference once, outside any grading: a submission built from the same
+    C++ then compiles from the compiler cache, and a grading with a short time limit is not
+    cut short by a cold build."""
+    built_unit(UNIT.name, "solution", build_root)
 
 
 def _params(after_exit: bool):
@@ -47,8 +56,19 @@ def _secret_for_the_taking(tmp_path) -> str:
     return secret
 
 
-def _alive(tmp_path, uid) -> list[str]:
-    """Processes of the grading: run in or on its folders, or as its sandbox uid."""
+def _started_at(pid: str) -> float:
+    """When process `pid` started, in seconds since the epoch."""
+    with open("/proc/stat") as handle:
+        boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+    with open(f"/proc/{pid}/stat") as handle:
+        ticks = int(handle.read().rsplit(")", 1)[1].split()[19])  # field 22, after the command's name
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _alive(tmp_path, uid, ended: float) -> list[str]:
+    """Processes of the grading: run in or on its folders, or as its sandbox uid and started
+    before it ended (the uid is free once the grading ends, and a grading running beside
+    this test may take it)."""
     alive = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -57,11 +77,13 @@ def _alive(tmp_path, uid) -> list[str]:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
+            started = _started_at(pid)
+        except (OSError, ValueError, IndexError, StopIteration):
             continue
         if status["State"].strip().startswith("Z"):
             continue
-        if str(tmp_path) in cmdline or cwd.startswith(str(tmp_path)) or int(status["Uid"].split()[0]) == uid:
+        ours = int(status["Uid"].split()[0]) == uid and started < ended
+        if str(tmp_path) in cmdline or cwd.startswith(str(tmp_path)) or ours:
             alive.append(f"{pid} {cmdline[:120]}")
     return alive
 
@@ -75,8 +97,8 @@ def _planted() -> list[str]:
     return found
 
 
-def _check(mutant, data: dict, tmp_path, secret: str = "") -> None:
-    """The verdict, the report and what is left after the grading."""
+def _check(mutant, data: dict, tmp_path, ended: float, secret: str = "") -> None:
+    """The verdict, the report and what is left after the grading (which ended at `ended`)."""
     tests = data["tests"]
     names = [t["name"] for t in tests]
     graded = [c.name for c in UNIT.tests().CASES
@@ -92,7 +114,7 @@ def _check(mutant, data: dict, tmp_path, secret: str = "") -> None:
     assert extra["unit"] == UNIT.name and extra["seed"] == SEED and extra["sandbox"]["mode"] in ("bwrap", "uid")
     text = json.dumps(data)
     assert "forged" not in text and "root:x:0:0" not in text and (not secret or secret not in text)
-    assert _alive(tmp_path, extra["sandbox"]["uid"]) == []
+    assert _alive(tmp_path, extra["sandbox"]["uid"], ended) == []
     assert [p for p in os.listdir(tmp_path / "work") if not p.endswith("_other")] == []  # its folders removed
     assert _planted() == []
 
@@ -104,8 +126,9 @@ def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
     options = dict(time_limit=mutant.time_limit) if mutant.time_limit else {}
     result = grade(_submission(mutant, tmp_path), UNIT, seed=SEED, work=str(tmp_path / "work"), has_gpu=False,
                    tests=mutant.tests, case_timeout=mutant.case_timeout or None, **options)
+    ended = time.time()
     with open(report.write(result, str(tmp_path / "out"))) as handle:
-        _check(mutant, json.load(handle), tmp_path, secret)
+        _check(mutant, json.load(handle), tmp_path, ended, secret)
 
 
 @pytest.mark.parametrize("mutant", _params(after_exit=True))
@@ -118,9 +141,10 @@ def test_hostile_submission_leaves_the_report_alone_after_the_grader_exits(mutan
     command += ["--time-limit", str(mutant.time_limit)] if mutant.time_limit else []
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "GRADER_SECRET": secret}, capture_output=True,
                           text=True, timeout=600)
+    ended = time.time()
     assert done.returncode == 0, done.stderr[-3000:]
     written = (out / "results.json").read_bytes()
     time.sleep(10)  # long enough for anything left behind to strike
     assert (out / "results.json").read_bytes() == written
     assert os.listdir(out) == ["results.json"]
-    _check(mutant, json.loads(written), tmp_path, secret)
+    _check(mutant, json.loads(written), tmp_path, ended, secret)

@@ -102,9 +102,14 @@ def test_rebuilding_in_the_same_process_runs_the_new_code(unit, tmp_path):
     from course.loading import build_and_load
 
     spec = load_spec(unit.name)
-    case = next(c for c in spec.CASES if c.device == "cpu" and c.kind == "values")
-    for kind, should_pass in (("template", False), ("solution", True)):
-        unit.write(kind, str(tmp_path / "src"))
-        module, _ = build_and_load(unit.plan(), str(tmp_path / "src"), str(tmp_path / "build"))
+    cases = [c for c in spec.CASES if c.device in DEVICES and c.kind == "values"]
+    unit.write("template", str(tmp_path / "src"))
+    module, _ = build_and_load(unit.plan(), str(tmp_path / "src"), str(tmp_path / "build"))
+    # A case the starter code fails: its path holds a TODO (a CPU path given whole passes).
+    blocked = [c for c in cases if not run_case(spec, module, c, seed=2).passed]
+    assert blocked, "the starter code passed every case"
+    unit.write("solution", str(tmp_path / "src"))
+    module, _ = build_and_load(unit.plan(), str(tmp_path / "src"), str(tmp_path / "build"))
+    for case in blocked[:3]:
         verdict = run_case(spec, module, case, seed=2)
-        assert verdict.passed == should_pass, (kind, verdict.message)
+        assert verdict.passed, (case.name, verdict.message)
