@@ -1,5 +1,6 @@
 """python -m autograder grade SUBMISSION --unit UNIT [--out DIR] [--seed N] [--sandbox MODE] [--tests PATTERN ...]
 python -m autograder reference [--unit UNIT ...] [--out DIR] [--sandbox MODE]
+python -m autograder {release,gradescope,grade-all,slurm,merge} ...  (running a class: README, Instructors)
 
 `grade` grades a notebook, folder or zip; `reference` grades the course's own
 reference solutions (every unit unless named) and prints their reports.
@@ -13,7 +14,7 @@ import os
 import sys
 import tempfile
 
-from autograder import report
+from autograder import class_cli, report
 from autograder.grade import TIME_LIMIT, grade
 from autograder.sandbox import MODES, SandboxError
 from course.authoring import units
@@ -45,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
         sub.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for the whole grading")
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
+    class_cli.add_commands(commands)
     args = parser.parse_args(argv)
+    if hasattr(args, "run"):
+        return args.run(args)
     if args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
     options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work)

@@ -1,0 +1,30 @@
+"""The command line of running a class: release, gradescope, grade-all, slurm, merge.
+
+Each command is a subparser whose `run` takes the parsed arguments and returns the exit
+status; autograder/__main__.py registers them beside `grade` and `reference`."""
+from __future__ import annotations
+
+import argparse
+
+
+def _release(args) -> int:
+    from autograder import release
+
+    try:
+        archive = release.write(release.selected_units(args.unit), args.out, args.repository, args.branch)
+    except ValueError as error:
+        args.parser.error(str(error))
+    print(f"wrote {args.out}/ and {archive}")
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    from autograder.release import DEFAULT_REPOSITORY
+
+    release = commands.add_parser("release", help="write the student bundle (folder and zip)")
+    release.add_argument("out", help="folder to write (replaced); OUT.zip is written beside it")
+    release.add_argument("--unit", action="append", help="unit to release (repeatable); default: all")
+    release.add_argument("--repository", default=DEFAULT_REPOSITORY,
+                         help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
+    release.add_argument("--branch", default="main", help="branch the Colab badges open")
+    release.set_defaults(run=_release, parser=release)

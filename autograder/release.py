@@ -1,0 +1,108 @@
+"""The student bundle: what a class gets, and nothing the grader keeps to itself.
+
+    OUT/README.md                       how to start, with a Colab badge per unit
+    OUT/notebooks/<unit>.ipynb          the student notebooks
+    OUT/src_templates/<unit>/...        the starter sources
+    OUT/public_tests/<unit>/public_tests.py, OUT/public_tests/common/*.py
+    OUT.zip                             the same folder, zipped
+
+Everything is rendered from solutions/ by the generator's own functions (templates with
+stubs in place of solutions, student notebooks), never copied from the repository, so a
+stale generated file cannot leak into a release. Files an earlier unit hands over solved
+(`[given]` in unit.toml) are in a later unit's templates by design: release a unit only
+once the units it takes files from are past their deadline.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import zipfile
+
+import nbformat
+
+from course.authoring import generate, units
+from course.authoring.units import Unit
+
+DEFAULT_REPOSITORY = "cuda-extensions-course/cuda-extensions-course"
+_REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same release zips to the same bytes
+
+
+def colab_url(repository: str, branch: str, unit: Unit) -> str:
+    return f"https://colab.research.google.com/github/{repository}/blob/{branch}/notebooks/{unit.name}.ipynb"
+
+
+def bundle_files(selected: list[Unit], repository: str, branch: str) -> dict[str, str]:
+    """{path inside the bundle: text} for the units `selected`."""
+    files = {}
+    for unit in selected:
+        notebook = generate.lesson_cells(unit, solved=False)
+        files[f"notebooks/{unit.name}.ipynb"] = nbformat.writes(notebook) + "\n"
+        for name in unit.files:
+            files[f"src_templates/{unit.name}/{name}"] = unit.template(name)
+        for path, text in unit.public_test_files().items():
+            files[f"public_tests/{path}"] = text
+    files["README.md"] = student_readme(selected, repository, branch)
+    return files
+
+
+def student_readme(selected: list[Unit], repository: str, branch: str) -> str:
+    badge = "https://colab.research.google.com/assets/colab-badge.svg"
+    rows = "\n".join(f"| {unit.title} | [![Open In Colab]({badge})]({colab_url(repository, branch, unit)}) "
+                     f"| `src_templates/{unit.name}/` |" for unit in selected)
+    return f"""# PyTorch C++/CUDA extensions: student materials
+
+One notebook a unit. Open it in Colab (Runtime → Change runtime type → T4 GPU), run every
+cell from the top, and fill the parts marked `TODO(dayNN)` in the source cells: the tests
+name each piece still to write. The last cell zips your sources and the notebook: hand in
+that zip (or the notebook).
+
+| unit | notebook | starter sources |
+| --- | --- | --- |
+{rows}
+
+## What is here
+
+| path | what it holds |
+| --- | --- |
+| `notebooks/` | the notebooks; each writes its own sources, the course runtime and its public tests |
+| `src_templates/<unit>/` | the starter sources, to work outside a notebook |
+| `public_tests/` | the tests the notebook runs; the grade also counts tests you do not see |
+
+## Grading
+
+Your hand-in is built and tested on the grader's machines: a build error, a crash or a
+hang fails only the tests it touches. Tests you see here are part of the grade; more
+cases (other shapes, dtypes and edge cases of the same op) are graded after the deadline.
+"""
+
+
+def write(selected: list[Unit], out: str, repository: str = DEFAULT_REPOSITORY, branch: str = "main") -> str:
+    """Write the bundle into the folder `out` (replaced) and `out`.zip; return the zip's path."""
+    if not _REPOSITORY.match(repository):
+        raise ValueError(f"repository {repository!r}: expected OWNER/NAME, as in github.com/OWNER/NAME")
+    if not selected:
+        raise ValueError("units: expected at least one unit to release")
+    files = bundle_files(selected, repository, branch)
+    out = os.path.abspath(out.rstrip("/"))
+    shutil.rmtree(out, ignore_errors=True)
+    for path, text in files.items():
+        full = os.path.join(out, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    archive = out + ".zip"
+    top = os.path.basename(out)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for path in sorted(files):
+            bundle.writestr(zipfile.ZipInfo(f"{top}/{path}", _ZIP_TIME), files[path])
+    return archive
+
+
+def selected_units(names: list[str] | None) -> list[Unit]:
+    known = {unit.name: unit for unit in units.all_units()}
+    unknown = [name for name in names or () if name not in known]
+    if unknown:
+        raise ValueError(f"--unit {', '.join(unknown)}: expected one of {', '.join(known)}")
+    return [known[name] for name in names] if names else list(known.values())
