@@ -18,6 +18,22 @@ def _release(args) -> int:
     return 0
 
 
+def _gradescope(args) -> int:
+    from autograder import gradescope
+    from course.authoring import units
+
+    if not args.out.endswith(".zip"):
+        args.parser.error(f"OUT {args.out!r}: expected a path ending in .zip")
+    print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
+    return 0
+
+
+def _unit_names() -> list[str]:
+    from course.authoring import units
+
+    return [unit.name for unit in units.all_units()]
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     from autograder.release import DEFAULT_REPOSITORY
 
@@ -28,3 +44,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                          help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
     release.add_argument("--branch", default="main", help="branch the Colab badges open")
     release.set_defaults(run=_release, parser=release)
+
+    gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip (immediate CPU feedback)")
+    gradescope.add_argument("unit", choices=_unit_names())
+    gradescope.add_argument("out", help="the zip to write (OUT.zip)")
+    gradescope.set_defaults(run=_gradescope, parser=gradescope)
