@@ -5,6 +5,8 @@ status; autograder/__main__.py registers them beside `grade` and `reference`."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 
 def _release(args) -> int:
@@ -28,6 +30,44 @@ def _gradescope(args) -> int:
     return 0
 
 
+def _shard(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected K/N with 0 <= K < N, such as 0/4")
+    return int(index), int(count)
+
+
+def _grade_all(args) -> int:
+    from autograder import batch, collect, gradebook
+    from course.authoring import units
+
+    unit = units.load(args.unit)
+    try:
+        gpus = batch.parse_gpus(args.gpus)
+        submissions = collect.collect(args.submissions, unit)
+    except ValueError as error:
+        args.parser.error(str(error))
+    if args.jobs is not None and args.jobs < 1:
+        args.parser.error(f"--jobs {args.jobs}: expected a number of gradings at once, 1 or more")
+    if args.shard:
+        index, count = args.shard
+        submissions = submissions[index::count]
+    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit, args.regrade, args.work)
+    progress = batch.grade_all(submissions, options, gpus, args.jobs)
+    if not args.no_reports:
+        gradebook.write_reports(options.out, unit.name, args.anonymise)
+        print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md", file=sys.stderr)
+    return 1 if progress.failed else 0
+
+
+def _merge(args) -> int:
+    from autograder import gradebook
+
+    records = gradebook.write_reports(args.out, args.unit, args.anonymise)
+    print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
+    return 0 if records and all(r.results for r in records) else 1
+
+
 def _unit_names() -> list[str]:
     from course.authoring import units
 
@@ -49,3 +89,27 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     gradescope.add_argument("unit", choices=_unit_names())
     gradescope.add_argument("out", help="the zip to write (OUT.zip)")
     gradescope.set_defaults(run=_gradescope, parser=gradescope)
+
+    from autograder.grade import TIME_LIMIT
+    from autograder.sandbox import MODES
+
+    grade_all = commands.add_parser("grade-all", help="grade a class: a folder of submissions or a Gradescope export")
+    grade_all.add_argument("submissions", help="a folder of zips, notebooks or folders, or a Gradescope bulk export")
+    grade_all.add_argument("--unit", required=True, choices=_unit_names())
+    grade_all.add_argument("--out", required=True, help="folder for results/<id>/, gradebook.csv and the reports")
+    grade_all.add_argument("--gpus", default="all", help="all, none, or GPU indices such as 0,1")
+    grade_all.add_argument("--jobs", type=int, help="gradings at once (default: one per two cores, bounded by memory)")
+    grade_all.add_argument("--regrade", action="store_true", help="grade again what was graded by this grader version")
+    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
+    grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
+    grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
+    grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
+    grade_all.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for each grading")
+    grade_all.add_argument("--work", help="folder for the gradings' temporary folders")
+    grade_all.set_defaults(run=_grade_all, parser=grade_all)
+
+    merge = commands.add_parser("merge", help="write a batch's reports from its results (after Slurm shards)")
+    merge.add_argument("out", help="the --out folder the shards graded into")
+    merge.add_argument("--unit", required=True, choices=_unit_names())
+    merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
+    merge.set_defaults(run=_merge, parser=merge)

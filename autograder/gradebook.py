@@ -1,0 +1,148 @@
+"""A class's reports, read back from a batch's folder (OUT/results/<id>/): the gradebook
+for Gradescope's score upload, the perf leaderboard, and what the class failed most.
+
+Everything here is rebuilt from the files each grading left, so the shards of a Slurm
+array, written into one OUT, merge by running this once (`python -m autograder merge OUT`).
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import html
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+RESULTS = "results"          # OUT/results/<id>/: one folder per submission
+STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended
+# Gradescope's score upload matches rows by Email (or SID); Total Score is the score.
+UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
+
+
+@dataclass
+class Record:
+    id: str
+    students: list[dict]
+    results: dict | None                      # results.json, or None where the grading failed
+    state: dict = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        return self.results["score"] if self.results else 0.0
+
+
+def read(out: str) -> list[Record]:
+    folder = os.path.join(out, RESULTS)
+    records = []
+    for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        state_path = os.path.join(folder, entry, STATE)
+        if not os.path.exists(state_path):
+            continue
+        with open(state_path, encoding="utf-8") as handle:
+            state = json.load(handle)
+        results_path = os.path.join(folder, entry, "results.json")
+        results = None
+        if state.get("status") == "graded" and os.path.exists(results_path):
+            with open(results_path, encoding="utf-8") as handle:
+                results = json.load(handle)
+        records.append(Record(entry, state.get("students") or [{"name": entry}], results, state))
+    return records
+
+
+def _groups(records: list[Record]) -> list[str]:
+    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"] if t.get("tags")})
+
+
+def write_gradebook(records: list[Record], path: str) -> None:
+    """One row per student (a group submission gives each member the group's score)."""
+    groups = _groups(records)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(UPLOAD_COLUMNS + groups + ["Submission"])
+        for record in records:
+            by_group = Counter()
+            for test in (record.results or {}).get("tests", ()):
+                by_group[test["tags"][0] if test.get("tags") else "other"] += test["score"]
+            for student in record.students:
+                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", ""),
+                                 f"{record.score:g}"] + [f"{by_group[g]:g}" for g in groups] + [record.id])
+
+
+def _label(record: Record, anonymise: bool) -> str:
+    if anonymise:  # stable across runs, and not guessable from the list's order
+        return "anon-" + hashlib.sha256(record.id.encode()).hexdigest()[:8]
+    return ", ".join(s.get("name") or record.id for s in record.students)
+
+
+def leaderboard_rows(records: list[Record], anonymise: bool) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): each submission's score and its perf ratio (torch time / its time)
+    per perf case, best total first."""
+    cases = sorted({name for r in records if r.results for name in r.results["extra_data"].get("perf", {})})
+    graded = sorted((r for r in records if r.results), key=lambda r: (-r.score, r.id))
+    rows = []
+    for rank, record in enumerate(graded, 1):
+        perf = record.results["extra_data"].get("perf", {})
+        rows.append([str(rank), _label(record, anonymise), f"{record.score:g}"]
+                    + [f"{perf[c]['ratio']:.2f}x" if c in perf else "-" for c in cases])
+    return ["rank", "student", "score"] + cases, rows
+
+
+def write_leaderboard(records: list[Record], out: str, unit: str, anonymise: bool) -> None:
+    header, rows = leaderboard_rows(records, anonymise)
+    note = ("Perf columns: PyTorch's time over the submission's (higher is faster)."
+            if len(header) > 3 else "This unit has no perf cases: the board ranks by score.")
+    lines = [f"# Leaderboard: {unit}", "", note, "", "| " + " | ".join(header) + " |",
+             "|" + " --- |" * len(header)] + ["| " + " | ".join(row) + " |" for row in rows]
+    with open(os.path.join(out, "leaderboard.md"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    cells = lambda row, tag: "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)  # noqa: E731
+    body = "\n".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
+    with open(os.path.join(out, "leaderboard.html"), "w", encoding="utf-8") as handle:
+        handle.write(f"<!doctype html><meta charset=utf-8><title>Leaderboard: {html.escape(unit)}</title>\n"
+                     f"<h1>Leaderboard: {html.escape(unit)}</h1><p>{html.escape(note)}</p>\n"
+                     f"<table border=1><tr>{cells(header, 'th')}</tr>\n{body}</table>\n")
+
+
+def failure_summary(records: list[Record]) -> str:
+    """For the instructor: the tests the class failed most, with their most common message,
+    then the submissions the grader could not grade."""
+    failed, messages = Counter(), {}
+    for record in records:
+        for test in (record.results or {}).get("tests", ()):
+            if test["status"] == "failed" and not test["output"].startswith("not run"):
+                failed[test["name"]] += 1
+                first = (test["output"].strip().splitlines() or [""])[0][:160]
+                messages.setdefault(test["name"], Counter())[first] += 1
+    graded = sum(1 for r in records if r.results)
+    lines = [f"# Failures: {graded} submissions graded", "", "| test | failed by | most common message |",
+             "| --- | --- | --- |"]
+    for name, count in failed.most_common():
+        message = messages[name].most_common(1)[0][0].replace("|", "\\|")
+        lines.append(f"| `{name}` | {count} of {graded} | {message} |")
+    broken = [r for r in records if not r.results]
+    if broken:
+        lines += ["", "## Not graded (the grader itself failed; rerun them)", ""]
+        lines += [f"- `{r.id}`: {r.state.get('error', 'no results.json')}" for r in broken]
+    return "\n".join(lines) + "\n"
+
+
+def feedback_text(results: dict) -> str:
+    """The readable twin of results.json, for the student."""
+    possible = sum(test["max_score"] for test in results["tests"])
+    lines = [f"{results['extra_data']['unit']}: {results['score']:g}/{possible:g} points", ""]
+    for test in results["tests"]:
+        status = "NOT RUN" if test["output"].startswith("not run") else test["status"].upper()
+        lines.append(f"{test['name']}: {status} ({test['score']:g}/{test['max_score']:g})")
+        if test["status"] == "failed" or "perf" in test["name"]:
+            lines += [f"    {line}" for line in test["output"].strip().splitlines()[:12]]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(out: str, unit: str, anonymise: bool = False) -> list[Record]:
+    records = read(out)
+    write_gradebook(records, os.path.join(out, "gradebook.csv"))
+    write_leaderboard(records, out, unit, anonymise)
+    with open(os.path.join(out, "failures.md"), "w", encoding="utf-8") as handle:
+        handle.write(failure_summary(records))
+    return records

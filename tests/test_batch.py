@@ -1,0 +1,129 @@
+"""grade-all over a small class of day01 (CPU paths): a Gradescope export of reference copies
+as a zip, a folder and a notebook, a mutant, and an unreadable zip. Its gradebook shows each
+its expected score, a second run grades nothing again, and two fake GPUs share the work."""
+import csv
+import json
+import shutil
+import zipfile
+
+import pytest
+
+from autograder import batch, collect, gradebook, mutants
+from autograder.__main__ import main
+from course.authoring import units
+from course.authoring.units import REPO
+
+UNIT = units.load("day01_relu_bias")
+MUTANT = mutants.load(UNIT)["gradient_not_masked"]  # a .py edit: no compile beyond the reference's
+STUDENTS = {
+    "submission_1": [("Ada Lovelace", "ada@example.edu", "1001"), ("Alan Turing", "alan@example.edu", "1002")],
+    "submission_2": [("Grace Hopper", "grace@example.edu", "1003")],
+    "submission_3": [("Edsger Dijkstra", "edsger@example.edu", "1004")],
+    "submission_4": [("Barbara Liskov", "barbara@example.edu", "1005")],
+    "submission_5": [("Donald Knuth", "donald@example.edu", "1006")],
+}
+
+
+def _zip(folder, path):
+    with zipfile.ZipFile(path, "w") as archive:
+        for file in UNIT.files:
+            archive.write(folder / file, file)
+
+
+def _export(root):
+    """A Gradescope bulk export: a folder per submission and submission_metadata.yml."""
+    UNIT.write("solution", str(root / "reference"))
+    mutants.write(UNIT, MUTANT, str(root / "mutant"))
+    export = root / "export"
+    for key in STUDENTS:
+        (export / key).mkdir(parents=True)
+    _zip(root / "reference", export / "submission_1" / "submission_day01_relu_bias.zip")
+    shutil.copytree(root / "reference", export / "submission_2" / "sources")
+    shutil.copy(f"{REPO}/notebooks/instructor/{UNIT.name}.ipynb", export / "submission_3" / "day01.ipynb")
+    _zip(root / "mutant", export / "submission_4" / "handin.zip")
+    (export / "submission_5" / "handin.zip").write_bytes(b"not a zip")
+    lines = []
+    for key, people in STUDENTS.items():
+        lines += [f"{key}:", "  :submitters:"]
+        lines += [f"  - :name: {name}\n    :email: {email}\n    :sid: '{sid}'" for name, email, sid in people]
+        lines += ["  :created_at: 2031-01-01 12:00:00.000000000 -05:00", "  :score: 0.0"]
+    (export / collect.METADATA).write_text("\n".join(lines) + "\n")
+    return export
+
+
+def _gradebook(out):
+    with open(out / "gradebook.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_class_graded_resumed_and_split_over_two_gpus(tmp_path, capsys):
+    export, out = _export(tmp_path), tmp_path / "out"
+    args = ["grade-all", str(export), "--unit", UNIT.name, "--out", str(out), "--gpus", "0,1", "--jobs", "2",
+            "--anonymise"]
+    assert main(args) == 0
+    rows = _gradebook(out)
+    assert [r["Email"] for r in rows] == [e for people in STUDENTS.values() for _, e, _ in people]
+    assert list(rows[0])[:4] == gradebook.UPLOAD_COLUMNS and "cpu_values" in rows[0]
+    score = {r["Submission"]: float(r["Total Score"]) for r in rows}
+
+    reference = json.loads((out / "results" / "submission_1" / "results.json").read_text())
+    ran = [t["name"] for t in reference["tests"] if not t["output"].startswith("not run")]
+    assert all(t["status"] == "passed" for t in reference["tests"] if t["name"] in ran)
+    assert score["submission_1"] == score["submission_2"] == score["submission_3"] == reference["score"] > 1
+    lost = MUTANT.expected_losses(ran)
+    assert lost and score["submission_4"] == pytest.approx(
+        reference["score"] - sum(t["max_score"] for t in reference["tests"] if t["name"] in lost))
+    assert score["submission_5"] == 0
+
+    states = [json.loads(p.read_text()) for p in sorted(out.glob(f"results/*/{gradebook.STATE}"))]
+    assert {s["gpu"] for s in states} == {"0", "1"}  # both fake GPUs had gradings
+    assert "FAILED" in (out / "results" / "submission_4" / "feedback.txt").read_text()
+    failures = (out / "failures.md").read_text()
+    assert all(f"`{name}` | 1 of 5" in failures for name in lost) and "`build` | 1 of 5" in failures
+    board = (out / "leaderboard.md").read_text() + (out / "leaderboard.html").read_text()
+    assert "anon-" in board and not any(name in board for people in STUDENTS.values() for name, _, _ in people)
+    assert "[5/5]" in capsys.readouterr().err  # the progress line
+
+    # Again: nothing changed, nothing graded. Then one hand-in changes: only it is graded.
+    assert main(args) == 0
+    assert "unchanged 5" in capsys.readouterr().err
+    (export / "submission_5" / "handin.zip").write_bytes(b"still not a zip")
+    assert main(args) == 0
+    assert "graded 1, unchanged 4" in capsys.readouterr().err
+
+
+def test_a_folder_of_hand_ins_is_read_by_name(tmp_path):
+    UNIT.write("solution", str(tmp_path / "class" / "bob"))
+    _zip(tmp_path / "class" / "bob", tmp_path / "class" / "alice.zip")
+    (tmp_path / "class" / "alice.ipynb").write_text("{}")
+    (tmp_path / "class" / "notes.txt").write_text("not a hand-in")
+    found = collect.collect(str(tmp_path / "class"), UNIT)
+    assert [(s.id, s.students[0].name) for s in found] == [("alice", "alice"), ("alice_2", "alice"), ("bob", "bob")]
+    with pytest.raises(ValueError, match="SUBMISSIONS"):
+        collect.collect(str(tmp_path / "absent"), UNIT)
+
+
+def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
+    assert batch.worker_plan(None, ["0"] * 8, cpus=16, memory_gb=128) == (8, 2)
+    assert batch.worker_plan(None, [], cpus=2, memory_gb=64) == (1, 2)
+    assert batch.worker_plan(16, ["0"], cpus=16, memory_gb=9) == (4, 1)  # memory holds 4 compilers
+    assert batch.slot_gpus(6, ["0", "1"]) == ["0", "1", "0", "1", "0", "1"]
+    assert batch.slot_gpus(2, []) == [None, None]
+    assert batch.parse_gpus("0, 3") == ["0", "3"]
+    with pytest.raises(ValueError, match="--gpus"):
+        batch.parse_gpus("first")
+
+
+def test_perf_cases_run_apart_with_what_they_need():
+    """day05's perf cases go to the second step, with the cases they need; the merged report
+    takes the first step's tests and the second's perf tests."""
+    unit = units.load("day05_layernorm_performance")
+    others, timed = batch.perf_split(unit)
+    perf = {c.name for c in unit.tests().CASES if c.kind == "perf"}
+    assert perf <= set(timed) and not perf & set(others) and set(timed) - perf  # needs come along
+    first = {"score": 3, "tests": [{"name": "a", "score": 3}], "extra_data": {"perf": {}}, "execution_time": 1}
+    second = {"score": 5, "tests": [{"name": "a", "score": 3}, {"name": "p", "score": 2}],
+              "extra_data": {"perf": {"p": {"ratio": 1.2}}}, "execution_time": 2}
+    merged = batch.merge_perf(first, second, {"p"})
+    assert [t["name"] for t in merged["tests"]] == ["a", "p"] and merged["score"] == 5
+    assert merged["extra_data"]["perf"] == {"p": {"ratio": 1.2}}
