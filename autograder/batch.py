@@ -73,10 +73,13 @@ def content_hash(path: str) -> str:
 
 
 def parse_gpus(text: str) -> list[str]:
-    """'all' (every GPU nvidia-smi lists), 'none', or indices such as '0,1'."""
+    """'all' (those CUDA_VISIBLE_DEVICES names where it is set, else every GPU nvidia-smi
+    lists), 'none', or indices such as '0,1'."""
     if text == "none":
         return []
     if text == "all":
+        if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPUs a scheduler such as Slurm gave this job
+            return [gpu.strip() for gpu in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if gpu.strip()]
         try:
             listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
         except (OSError, subprocess.SubprocessError):
@@ -236,7 +239,7 @@ def _write_json(data: dict, path: str) -> None:
 def grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int | None = None,
               cpus: int | None = None) -> Progress:
     """Grade every submission; slots pull from one queue, each on its own GPU."""
-    jobs, max_jobs = worker_plan(jobs, gpus, cpus or os.cpu_count() or 1, available_memory_gb())
+    jobs, max_jobs = worker_plan(jobs, gpus, cpus or len(os.sched_getaffinity(0)), available_memory_gb())
     version = grader_version(options.unit)
     locks = {gpu: threading.Lock() for gpu in gpus}
     pending: queue.Queue = queue.Queue()

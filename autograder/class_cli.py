@@ -68,6 +68,30 @@ def _merge(args) -> int:
     return 0 if records and all(r.results for r in records) else 1
 
 
+def _slurm(args) -> int:
+    import math
+    import subprocess
+
+    from autograder import collect, slurm
+    from course.authoring import units
+
+    try:
+        count = len(collect.collect(args.submissions, units.load(args.unit)))
+    except ValueError as error:
+        args.parser.error(str(error))
+    for name in ("gpus_per_task", "cpus_per_task", "per_shard"):
+        if getattr(args, name) < (0 if name == "gpus_per_task" else 1):
+            args.parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a whole number, "
+                              f"{0 if name == 'gpus_per_task' else 1} or more")
+    shards = max(1, min(count, math.ceil(count / args.per_shard)))
+    job = slurm.Job(os.path.abspath(args.submissions), args.unit, os.path.abspath(args.out), shards,
+                    args.gpus_per_task, args.cpus_per_task, args.mem, args.time, args.jobs, args.sandbox,
+                    args.sbatch_option)
+    submit = slurm.write(job)
+    print(f"wrote {os.path.dirname(submit)}/grade.sbatch ({shards} tasks), merge.sbatch and submit.sh")
+    return subprocess.run(["bash", submit]).returncode if args.submit else 0
+
+
 def _unit_names() -> list[str]:
     from course.authoring import units
 
@@ -113,3 +137,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     merge.add_argument("--unit", required=True, choices=_unit_names())
     merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
     merge.set_defaults(run=_merge, parser=merge)
+
+    slurm = commands.add_parser("slurm", help="write a Slurm job array that runs grade-all on shards, then merge")
+    slurm.add_argument("submissions", help="as for grade-all, on a filesystem every node sees")
+    slurm.add_argument("--unit", required=True, choices=_unit_names())
+    slurm.add_argument("--out", required=True, help="as for grade-all, on a filesystem every node sees")
+    slurm.add_argument("--per-shard", type=int, default=25, help="submissions per array task")
+    slurm.add_argument("--gpus-per-task", type=int, default=1)
+    slurm.add_argument("--cpus-per-task", type=int, default=8)
+    slurm.add_argument("--mem", default="", help="memory per task (e.g. 64G); default: the partition's")
+    slurm.add_argument("--time", default="04:00:00", help="time limit per task")
+    slurm.add_argument("--jobs", type=int, help="gradings at once in a task (default: grade-all's)")
+    slurm.add_argument("--sandbox", choices=MODES, default="auto")
+    slurm.add_argument("--sbatch-option", action="append", default=[], metavar="OPTION",
+                       help="an extra #SBATCH line, e.g. --partition=gpu (repeatable)")
+    slurm.add_argument("--submit", action="store_true", help="run submit.sh now")
+    slurm.set_defaults(run=_slurm, parser=slurm)

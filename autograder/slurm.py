@@ -1,0 +1,77 @@
+"""Grade a class on a Slurm cluster: `python -m autograder slurm` writes, under OUT/slurm/,
+
+    grade.sbatch   a job array, one task per shard; task K runs `grade-all --shard K/N`
+    merge.sbatch   the reports (`merge`), once every task has ended
+    submit.sh      submits the array, then the merge depending on it
+
+Slurm places the tasks and gives each its GPUs (CUDA_VISIBLE_DEVICES, which grade-all's
+`--gpus all` honours); every task writes OUT/results/<id>/ on a shared filesystem, so the
+merge only reads them back. Beyond one machine, nothing but Slurm schedules.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+from course.authoring.units import REPO
+
+
+@dataclass
+class Job:
+    submissions: str
+    unit: str
+    out: str
+    shards: int
+    gpus_per_task: int = 1
+    cpus_per_task: int = 8
+    memory: str = ""                      # --mem per task, e.g. 64G; "" asks for the default
+    time: str = "04:00:00"
+    jobs: int | None = None               # grade-all's gradings at once in a task
+    sandbox: str = "auto"
+    sbatch_options: list[str] = field(default_factory=list)  # e.g. --partition=gpu, --account=cs
+    python: str = sys.executable
+
+
+def _header(job: Job, name: str, log: str, extra: list[str]) -> list[str]:
+    lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={log}",
+             f"#SBATCH --time={job.time}"]
+    lines += [f"#SBATCH {option}" for option in extra + job.sbatch_options]
+    return lines + ["set -euo pipefail", f"cd {shlex.quote(REPO)}"]
+
+
+def scripts(job: Job) -> dict[str, str]:
+    """{file name: text} of the scripts for `job`."""
+    logs = os.path.join(job.out, "slurm")
+    resources = [f"--array=0-{job.shards - 1}", f"--cpus-per-task={job.cpus_per_task}"]
+    resources += [f"--gpus-per-task={job.gpus_per_task}"] if job.gpus_per_task else []
+    resources += [f"--mem={job.memory}"] if job.memory else []
+    command = [job.python, "-m", "autograder", "grade-all", job.submissions, "--unit", job.unit, "--out", job.out,
+               "--gpus", "all" if job.gpus_per_task else "none", "--sandbox", job.sandbox, "--no-reports"]
+    command += ["--jobs", str(job.jobs)] if job.jobs else []
+    grade = _header(job, f"grade-{job.unit}", os.path.join(logs, "grade_%A_%a.log"), resources)
+    # MAX_JOBS and the slots follow the task's cores, not the node's.
+    grade += ['export OMP_NUM_THREADS=1', " ".join(shlex.quote(part) for part in command)
+              + f' --shard "$SLURM_ARRAY_TASK_ID/{job.shards}"']
+    merge = _header(job, f"merge-{job.unit}", os.path.join(logs, "merge_%j.log"), ["--cpus-per-task=1"])
+    merge += [" ".join(shlex.quote(p) for p in [job.python, "-m", "autograder", "merge", job.out, "--unit", job.unit])]
+    submit = ["#!/usr/bin/env bash", "# Submit the array, then the merge once every task has ended.",
+              "set -euo pipefail", f"cd {shlex.quote(logs)}",
+              'array=$(sbatch --parsable grade.sbatch)',
+              'merge=$(sbatch --parsable --dependency="afterany:${array%%;*}" merge.sbatch)',
+              'echo "grading: job $array; merge: job $merge"']
+    return {name: "\n".join(lines) + "\n" for name, lines in
+            (("grade.sbatch", grade), ("merge.sbatch", merge), ("submit.sh", submit))}
+
+
+def write(job: Job) -> str:
+    """Write the scripts into OUT/slurm/; return the path of submit.sh."""
+    folder = os.path.join(job.out, "slurm")
+    os.makedirs(folder, exist_ok=True)
+    for name, text in scripts(job).items():
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(path, 0o755)
+    return os.path.join(folder, "submit.sh")
