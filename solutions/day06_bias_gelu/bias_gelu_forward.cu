@@ -18,7 +18,10 @@ namespace {
 
 constexpr int kBlockThreads = 256;
 // Rows past gridDim.y * blockDim.y are taken by the same threads, their bias already loaded.
-// 1024 block rows are enough blocks to fill any GPU several times over.
+// Each thread takes at least kMinRowsPerThread rows, so that its fixed costs (the bias
+// vector, the indices, its block's launch) are shared; 1024 block rows are enough blocks to
+// fill any GPU several times over.
+constexpr int64_t kMinRowsPerThread = 2;
 constexpr int64_t kMaxGridRows = 1024;
 
 // BEGIN SOLUTION
@@ -67,7 +70,8 @@ cudaError_t launch_forward(const T* x, const T* bias, T* y, int64_t rows, int64_
   const int vecs = static_cast<int>(cols / kVec);
   const dim3 block = block_over_columns(vecs, kBlockThreads);
   const int64_t block_rows = (rows + block.y - 1) / block.y;
-  const int64_t grid_rows = block_rows < kMaxGridRows ? block_rows : kMaxGridRows;
+  const int64_t wanted_rows = (block_rows + kMinRowsPerThread - 1) / kMinRowsPerThread;
+  const int64_t grid_rows = wanted_rows < kMaxGridRows ? wanted_rows : kMaxGridRows;
   const dim3 grid((vecs + block.x - 1) / block.x, static_cast<unsigned>(grid_rows));
   if (form == GeluForm::kTanh) {
     bias_gelu_forward_kernel<T, kVec, GeluForm::kTanh><<<grid, block, 0, stream>>>(x, bias, y, rows, vecs);
