@@ -8,6 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m course.authoring.generate --check
+# The sandboxes share the compiler cache through its group (autograder/sandbox.py); the tests'
+# own builds, run as this user beside them, must leave the folders they create group-writable.
+export CCACHE_UMASK="${CCACHE_UMASK:-002}"
 workers="${PYTEST_WORKERS:-2}"
 parallel=()
 if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers" --dist worksteal); fi
