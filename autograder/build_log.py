@@ -7,6 +7,9 @@ import os
 import re
 
 MAX_CHARS = 3000
+# A failed build's whole log, written beside results.json for the instructor only (it may quote
+# any file the compiler was pointed at).
+BUILD_LOG = "build.log"
 _INCLUDED = re.compile(r"^(?:In file included from|\s+from) (?P<file>.+?):(?P<line>\d+)[:,]?\s*$")
 _GCC = re.compile(r"^(?P<file>[^\s:(][^:(]*?):(?:\d+:)*\s*(?P<message>.*)$")
 _NVCC = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<message>.*)$")

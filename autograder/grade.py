@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import asdict
 
-from autograder.build_log import public_roots, student_errors
+from autograder.build_log import BUILD_LOG, public_roots, student_errors
 from autograder.deadline import Deadline
 from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
@@ -99,8 +99,11 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     try:
         built = read_built(unit.plan(), build_dir, code, log)
     except BuildError as error:
-        errors = student_errors(error.log, source_dir, build_dir, public_roots(env))
+        errors = student_errors(error.log, source_dir, build_dir, public_roots(env)) or (
+            "No error was found in your own files: the build failed outside them. Your instructor "
+            f"finds the whole log in {BUILD_LOG} beside the results.")
         test.output = "\n".join(filter(None, [error.summary, errors]))
+        test.log = error.log
         return test, None, box, source_dir, answers
     test.passed, test.output = True, {"jit": "compiled", "wheel": "built and installed the wheel",
                                       "none": "nothing to build"}[unit.build]

@@ -13,6 +13,7 @@ import tempfile
 
 import torch
 
+from autograder.build_log import BUILD_LOG
 from autograder.results import Grade
 
 
@@ -88,6 +89,7 @@ def write(grade: Grade, out_dir: str) -> str:
     folder no sandbox may write."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.json")
+    _write_build_log(grade, os.path.join(out_dir, BUILD_LOG))
     handle, temporary = tempfile.mkstemp(prefix=".results.", suffix=".json", dir=out_dir)
     try:
         with os.fdopen(handle, "w") as file:
@@ -100,3 +102,13 @@ def write(grade: Grade, out_dir: str) -> str:
         os.unlink(temporary)
         raise
     return path
+
+
+def _write_build_log(grade: Grade, path: str) -> None:
+    """A failed build's whole log, for the instructor; an earlier grading's is removed."""
+    logs = [test.log for test in grade.tests if test.log]
+    if logs:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write("\n".join(logs))
+    elif os.path.exists(path):
+        os.unlink(path)

@@ -15,6 +15,7 @@ class TestResult:
     tags: tuple[str, ...] = ()
     not_run: bool = False
     fraction: float | None = None  # of max_score earned (perf tests); None: all if passed, else none
+    log: str = field(default="", repr=False)  # a failed build's whole log: build.log, never results.json
 
     @property
     def score(self) -> float:

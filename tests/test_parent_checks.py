@@ -144,3 +144,18 @@ def test_a_link_in_a_folder_submission_is_not_followed(tmp_path):
     (tmp_path / "relu_bias.cu").symlink_to("/etc/passwd")
     files, _ = read_submission(str(tmp_path), UNIT)
     assert "relu_bias.cu" not in files and "relu_bias.cpp" in files
+
+
+def test_a_build_failing_outside_the_students_files_is_explained_and_its_log_kept(tmp_path):
+    from autograder import report
+    from autograder.build_log import BUILD_LOG
+    from autograder.results import Grade, TestResult
+
+    log = "ccache: cannot write its cache: Permission denied\nninja: build stopped: subcommand failed."
+    assert student_errors(log, str(tmp_path / "src"), str(tmp_path / "build"), []) == ""
+    build = TestResult("build", 1.0, False, "build failed", visibility="visible", log=log)
+    report.write(Grade(UNIT.name, tests=[build]), str(tmp_path))
+    assert (tmp_path / BUILD_LOG).read_text() == log
+    assert "Permission denied" not in (tmp_path / "results.json").read_text()
+    report.write(Grade(UNIT.name, tests=[TestResult("build", 1.0, True, "compiled")]), str(tmp_path))
+    assert not (tmp_path / BUILD_LOG).exists(), "a later grading whose build passed keeps no stale log"
