@@ -24,6 +24,7 @@ from autograder.results import Grade, TestResult
 from autograder.runner import GroupRunner
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.submission import SubmissionError, materialize
+from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
 from course.authoring.units import Unit
 from course.build import BuildError, Built, build_args, libstdcxx_problem, read_built
 from course.cases import Case, check_needs, make_input_sets, needed
@@ -222,5 +223,20 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             fraction=verdict.fraction))
         if verdict.measurements:
             result.perf[case.name] = verdict.measurements
+    result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
+
+
+def _written(unit: Unit, answers: dict[str, str]) -> list[TestResult]:
+    """One entry per question of the lesson, for grading by hand, when the submission is a
+    notebook (it carries answer cells). Worth 0 points here: the instructor gives them."""
+    if not answers:
+        return []
+    entries = []
+    for question in questions(unit):
+        text = answer_text(answers.get(question.id, ""))
+        entries.append(TestResult(f"written_{question.id}", 0.0, bool(text),
+                                  text[:MAX_ANSWER_CHARS] if text else "no answer to grade: " + question.text,
+                                  visibility="visible", tags=(WRITTEN, "manual")))
+    return entries

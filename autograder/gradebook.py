@@ -1,5 +1,6 @@
 """A class's reports, read back from a batch's folder (OUT/results/<id>/): the gradebook
-for Gradescope's score upload, the perf leaderboard, and what the class failed most.
+for Gradescope's score upload, the perf leaderboard, what the class failed most, and the
+written answers to grade by hand (answers.csv).
 
 Everything here is rebuilt from the files each grading left, so the shards of a Slurm
 array, written into one OUT, merge by running this once (`python -m autograder merge OUT`).
@@ -13,6 +14,8 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+
+from course.authoring.questions import WRITTEN
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
 STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended
@@ -51,7 +54,12 @@ def read(out: str) -> list[Record]:
 
 
 def _groups(records: list[Record]) -> list[str]:
-    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"] if t.get("tags")})
+    """The scored test groups: written answers are worth nothing until graded by hand."""
+    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"] if t.get("tags")} - {WRITTEN})
+
+
+def _written(record: Record) -> list[dict]:
+    return [t for t in (record.results or {}).get("tests", ()) if t.get("tags", [None])[0] == WRITTEN]
 
 
 def write_gradebook(records: list[Record], path: str) -> None:
@@ -59,14 +67,29 @@ def write_gradebook(records: list[Record], path: str) -> None:
     groups = _groups(records)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(UPLOAD_COLUMNS + groups + ["Submission"])
+        writer.writerow(UPLOAD_COLUMNS + groups + ["Written answers", "Submission"])
         for record in records:
             by_group = Counter()
             for test in (record.results or {}).get("tests", ()):
                 by_group[test["tags"][0] if test.get("tags") else "other"] += test["score"]
+            written = _written(record)
+            answered = f"{sum(t['status'] == 'passed' for t in written)} of {len(written)}" if written else ""
             for student in record.students:
                 writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", ""),
-                                 f"{record.score:g}"] + [f"{by_group[g]:g}" for g in groups] + [record.id])
+                                 f"{record.score:g}"] + [f"{by_group[g]:g}" for g in groups] + [answered, record.id])
+
+
+def write_answers(records: list[Record], path: str) -> None:
+    """The written answers to grade by hand: a row per student, a column per question."""
+    questions = list(dict.fromkeys(t["name"] for r in records for t in _written(r)))
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["Name", "SID", "Email", "Submission"] + questions)
+        for record in records:
+            text = {t["name"]: t["output"] if t["status"] == "passed" else "" for t in _written(record)}
+            for student in record.students:
+                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", ""), record.id]
+                                + [text.get(q, "") for q in questions])
 
 
 def _label(record: Record, anonymise: bool) -> str:
@@ -110,7 +133,7 @@ def failure_summary(records: list[Record]) -> str:
     failed, messages = Counter(), {}
     for record in records:
         for test in (record.results or {}).get("tests", ()):
-            if test["status"] == "failed" and not test["output"].startswith("not run"):
+            if test["status"] == "failed" and not test["output"].startswith("not run") and WRITTEN not in test["tags"]:
                 failed[test["name"]] += 1
                 first = (test["output"].strip().splitlines() or [""])[0][:160]
                 messages.setdefault(test["name"], Counter())[first] += 1
@@ -142,6 +165,7 @@ def feedback_text(results: dict) -> str:
 def write_reports(out: str, unit: str, anonymise: bool = False) -> list[Record]:
     records = read(out)
     write_gradebook(records, os.path.join(out, "gradebook.csv"))
+    write_answers(records, os.path.join(out, "answers.csv"))
     write_leaderboard(records, out, unit, anonymise)
     with open(os.path.join(out, "failures.md"), "w", encoding="utf-8") as handle:
         handle.write(failure_summary(records))

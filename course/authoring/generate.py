@@ -25,7 +25,9 @@ from course.authoring.units import Unit
 RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "ops.py", "suites.py", "harness.py", "judge.py",
                    "hints.py", "public.py", "bench.py", "notebook.py")
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
+DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
+# What an answer cell holds until the student writes below it.
+ANSWER_PROMPT = "*Your answer:*"
 _FENCE = re.compile(r"^```python\s*$")
 
 
@@ -71,7 +73,7 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
         files = ", ".join(repr(f) for f in unit.files)
         return "code", f"from course.notebook import submit\n\nsubmit({unit.name!r}, [{files}])", {}
     if name == "answer":
-        return "markdown", "*Your answer:*\n\n", {"course": {"answer": argument}}
+        return "markdown", f"{ANSWER_PROMPT}\n\n", {"course": {"answer": argument}}
     if name == "thresholds":
         return "markdown", thresholds_text(unit), {}
     raise ValueError(f"{unit.name}/lesson.md: unknown directive {name!r}")
@@ -125,9 +127,9 @@ def lesson_cells(unit: Unit, solved: bool) -> list:
         elif _FENCE.match(line):
             flush_prose()
             code = []
-        elif _DIRECTIVE.match(line):
+        elif DIRECTIVE.match(line):
             flush_prose()
-            cells.append(_directive_cell(unit, *_DIRECTIVE.match(line).groups(), solved=solved))
+            cells.append(_directive_cell(unit, *DIRECTIVE.match(line).groups(), solved=solved))
         else:
             prose.append(line)
     flush_prose()
