@@ -6,6 +6,8 @@ from .public_tests import *  # noqa: F403 - the op, its inputs and the public ca
 from .public_tests import CASES as PUBLIC_CASES, _error, _values
 from ..common.layernorm_tests import STREAM_HINT
 
+EPS_HINT = "rstd = 1 / sqrt(var + eps) with the eps the caller passed, not a constant of your own"
+
 CASES = [
     *PUBLIC_CASES,
     _values("cpu_fp32_single_row", "cpu", (1, 768)),
@@ -13,6 +15,8 @@ CASES = [
     _values("cpu_fp32_large_mean", "cpu", (16, 512), mean=300.0, std=1.0,
             hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically"),
     _values("cpu_empty_batch", "cpu", (0, 64)),
+    # eps the size of the variance (0.25): an op that ignores its eps argument is 18% off in rstd.
+    _values("cpu_fp32_large_eps", "cpu", (8, 256), std=0.5, eps=0.1, hint=EPS_HINT),
     Case("cpu_own_code", "cpu_checks", "cpu", 1.0, dict(shape=(8, 256)), checks=(OWN_KERNEL,)),
     Case("cpu_no_cached_results", "cpu_checks", "cpu", 1.0, dict(shape=(32, 384)), checks=(ROTATED,)),
     _values("cuda_fp32_one_feature", "cuda", (3, 1)),
@@ -27,6 +31,7 @@ CASES = [
             hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically"),
     _values("cuda_fp64_1000", "cuda", (13, 1000), torch.float64),
     _values("cuda_empty_batch", "cuda", (0, 64)),
+    _values("cuda_fp32_large_eps", "cuda", (64, 256), std=0.5, eps=0.1, hint=EPS_HINT),
     Case("cuda_every_element_written", "cuda_checks", "cuda", 1.0, dict(shape=(257, 1000)), checks=(POISON,),
          hint="outputs start as NaN: every y, mean and rstd element must be written"),
     Case("cuda_current_stream", "cuda_checks", "cuda", 1.0, dict(shape=(512, 1024)), checks=(SIDE_STREAM,),
