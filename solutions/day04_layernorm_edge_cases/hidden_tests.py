@@ -18,6 +18,9 @@ CASES = [
     *_edge("many_rows", (70000, 32)),
     *_edge("sliced", (4, 6, 64), strided=("x", "gamma", "beta", "dy"), layout="every_other"),
     *_edge("large_mean", (64, 1024), mean=1e4, std=1e-2),
+    # eps the size of the variance (0.25): an op that ignores its eps argument is 18% off in rstd.
+    *_edge("large_eps", (16, 256), std=0.5, eps=0.1,
+           hint="rstd = 1 / sqrt(var + eps) with the eps the caller passed, not a constant of your own"),
     *_edge("bf16", (64, 1024), torch.bfloat16),
     *_edge("fp64", (16, 320), torch.float64),
     Case("cpu_fwd_no_affine", "cpu_forward", "cpu", 1.0, dict(op="no_affine", shape=(8, 96)),

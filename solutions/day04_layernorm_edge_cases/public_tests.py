@@ -68,7 +68,7 @@ def make_inputs(case, generator):
     gamma_beta_cols = OVERFLOW_COLS if op.startswith("overflow") else p["shape"][-1]
     gamma, beta = random_affine(gamma_beta_cols, generator)
     inputs = {"op": op, "gamma": gamma.to(dtype), "beta": beta.to(dtype), "normalized_shape": gamma_beta_cols,
-              "eps": EPS}
+              "eps": p.get("eps", EPS)}
     if op.startswith("overflow"):
         return _overflow_inputs(inputs, generator)
     x = random_x(p, generator)
@@ -155,19 +155,19 @@ def _overflow_param_sums(inputs):
 
 
 def _forward_reference(inputs):
-    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double())
+    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"])
 
 
 def _no_affine_reference(inputs):
-    return (layer_norm64(inputs["x"].double(), 1.0, 0.0)[0],)
+    return (layer_norm64(inputs["x"].double(), 1.0, 0.0, inputs["eps"])[0],)
 
 
 def _gradients_reference(inputs):
-    return autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"])
+    return autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"], inputs["eps"])
 
 
 def _overflow_forward_reference(inputs):
-    return layer_norm64(_last_rows(inputs), inputs["gamma"].double(), inputs["beta"].double())
+    return layer_norm64(_last_rows(inputs), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"])
 
 
 def _overflow_backward_reference(inputs):
