@@ -8,6 +8,7 @@ student's op in another, on the same inputs; the verdict is taken here."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import secrets
 import shutil
@@ -42,7 +43,12 @@ def public_case_names(unit: Unit) -> set[str]:
 
 def gpu_capability() -> str | None:
     """'8.0' for the first GPU, None without one; asked of a child, so this process never
-    creates a CUDA context."""
+    creates a CUDA context. Asked once per process and set of visible GPUs."""
+    return _capability_of(os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+@functools.lru_cache(maxsize=None)
+def _capability_of(visible_devices: str | None) -> str | None:
     code = ("import torch; print('%d.%d' % torch.cuda.get_device_capability() "
             "if torch.cuda.is_available() else 'none')")
     probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -65,8 +71,18 @@ def child_env(capability: str | None) -> dict:
 
 
 def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, list[tuple[int, Case]]]]:
-    """Perf groups after the others, so the cases they need are judged before they run."""
-    return sorted(groups.items(), key=lambda item: any(case.kind == "perf" for _, case in item[1]))
+    """The children's work, in order. A device's correctness groups share one child (a crash
+    or hang still costs only its own case: the rest go on in a fresh one), since starting a
+    child (torch, the module, a CUDA context) takes longer than most groups' tests. Perf
+    groups come last, each in children of its own, once the cases they need are judged."""
+    merged: dict[str, list[tuple[int, Case]]] = {}
+    perf: list[tuple[str, list[tuple[int, Case]]]] = []
+    for group, cases in groups.items():
+        if any(case.kind == "perf" for _, case in cases):
+            perf.append((group, cases))
+        else:
+            merged.setdefault(cases[0][1].device, []).extend(cases)
+    return sorted(merged.items()) + perf
 
 
 def _unmet_needs(case: Case, cases: list[Case], index_of: dict[str, int], verdicts: dict[int, Verdict]) -> list[str]:

@@ -6,9 +6,12 @@
 //
 // forward is day02's op, kernel and all. backward checks its inputs, allocates the outputs
 // and sends the work to the CPU code below or to the launchers in layernorm_backward.cu.
-#include <torch/extension.h>
-
+// ATen and the pybind11 glue, as in day02: torch/extension.h would double the compile time.
+#include <ATen/ATen.h>
 #include <ATen/AccumulateType.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/utils/pybind.h>
+
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -43,10 +46,10 @@ std::string number_text(double value) {
 }
 
 // x: 2-D [B, D] with D >= 1, float32 or float64, contiguous, on the CPU or a GPU.
-void check_x(const char* op, const torch::Tensor& x) {
+void check_x(const char* op, const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 2, op, ": x must be 2-D [B, D], got shape ", shape_text(x.sizes()));
   TORCH_CHECK(x.size(1) > 0, op, ": x must have D >= 1 features, got shape ", shape_text(x.sizes()));
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kFloat64, op,
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble, op,
               ": x must be float32 or float64, got ", x.scalar_type());
   TORCH_CHECK(x.is_cpu() || x.is_cuda(), op, ": x must be on the CPU or a CUDA device, got ", x.device());
   TORCH_CHECK(x.is_contiguous(), op, ": x must be contiguous (call .contiguous() first)");
@@ -55,7 +58,7 @@ void check_x(const char* op, const torch::Tensor& x) {
 enum class Layout { kContiguous, kAnyStrides };
 
 // `tensor` must be on x's device, have x's dtype and the shape `sizes`.
-void check_like_x(const char* op, const char* name, const torch::Tensor& tensor, const torch::Tensor& x,
+void check_like_x(const char* op, const char* name, const at::Tensor& tensor, const at::Tensor& x,
                   at::IntArrayRef sizes, Layout layout = Layout::kContiguous) {
   TORCH_CHECK(tensor.device() == x.device(), op, ": ", name, " must be on the same device as x (",
               x.device(), "), got ", tensor.device());
@@ -68,8 +71,8 @@ void check_like_x(const char* op, const char* name, const torch::Tensor& tensor,
 
 // ---- forward: day02's op, with its kernel from layernorm_forward.cu ----
 
-void forward_cpu(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
-                 double eps, torch::Tensor& y, torch::Tensor& mean, torch::Tensor& rstd) {
+void forward_cpu(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
+                 double eps, at::Tensor& y, at::Tensor& mean, at::Tensor& rstd) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layernorm_forward_cpu", [&] {
     const auto x_a = x.accessor<scalar_t, 2>();
     const auto gamma_a = gamma.accessor<scalar_t, 1>();
@@ -94,9 +97,9 @@ void forward_cpu(const torch::Tensor& x, const torch::Tensor& gamma, const torch
   });
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(const torch::Tensor& x,
-                                                               const torch::Tensor& gamma,
-                                                               const torch::Tensor& beta, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x,
+                                                               const at::Tensor& gamma,
+                                                               const at::Tensor& beta, double eps) {
   const std::string todo = course::todos_blocking(x);
   TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   constexpr const char* op = "layernorm forward";
@@ -104,9 +107,9 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(const torch::Ten
   check_like_x(op, "gamma", gamma, x, {x.size(1)});
   check_like_x(op, "beta", beta, x, {x.size(1)});
   TORCH_CHECK(std::isfinite(eps) && eps > 0, op, ": eps must be a finite number > 0, got ", number_text(eps));
-  auto y = torch::empty_like(x);
-  auto mean = torch::empty({x.size(0)}, x.options());
-  auto rstd = torch::empty({x.size(0)}, x.options());
+  auto y = at::empty_like(x);
+  auto mean = at::empty({x.size(0)}, x.options());
+  auto rstd = at::empty({x.size(0)}, x.options());
   if (x.is_cuda()) {
     const c10::cuda::CUDAGuard device_guard(x.device());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layernorm_forward_cuda", [&] {
@@ -128,8 +131,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(const torch::Ten
 // STUB
 COURSE_TODO("day03: layernorm.cpp, check_backward_inputs: check dy, x, gamma, mean and rstd with check_x and check_like_x, then delete this line");
 // END SOLUTION
-void check_backward_inputs(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& gamma,
-                           const torch::Tensor& mean, const torch::Tensor& rstd) {
+void check_backward_inputs(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& gamma,
+                           const at::Tensor& mean, const at::Tensor& rstd) {
   // BEGIN SOLUTION
   constexpr const char* op = "layernorm backward";
   check_x(op, x);
@@ -146,9 +149,9 @@ void check_backward_inputs(const torch::Tensor& dy, const torch::Tensor& x, cons
 
 // The CPU version of the kernels in layernorm_backward.cu, with the same math and the same
 // strips for dgamma and dbeta. Sums run in at::acc_type: double, also for float.
-void backward_cpu(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& gamma,
-                  const torch::Tensor& mean, const torch::Tensor& rstd, torch::Tensor& dx,
-                  torch::Tensor& dgamma, torch::Tensor& dbeta) {
+void backward_cpu(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& gamma,
+                  const at::Tensor& mean, const at::Tensor& rstd, at::Tensor& dx,
+                  at::Tensor& dgamma, at::Tensor& dbeta) {
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "layernorm_backward_cpu", [&] {
     using acc_t = at::acc_type<scalar_t, /*is_cuda=*/false>;
     const int64_t rows = x.size(0);
@@ -189,7 +192,7 @@ void backward_cpu(const torch::Tensor& dy, const torch::Tensor& x, const torch::
       // additions, and so the result, the same on any number of threads.
       const int64_t strips = num_param_strips(rows);
       const int64_t strip_rows = rows_per_param_strip(rows);
-      auto partials = torch::zeros({2, strips, cols}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+      auto partials = at::zeros({2, strips, cols}, x.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
       acc_t* partial_dgamma = partials.data_ptr<acc_t>();
       acc_t* partial_dbeta = partial_dgamma + strips * cols;
       at::parallel_for(0, strips, 1, [&](int64_t begin, int64_t end) {
@@ -231,9 +234,9 @@ COURSE_TODO_CUDA("day03: layernorm.cpp, backward_cuda: allocate the partials, ca
 // END SOLUTION
 // dx, dgamma and dbeta are allocated; an undefined one (not asked for) is not computed.
 // dgamma and dbeta are defined together.
-void backward_cuda(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& gamma,
-                   const torch::Tensor& mean, const torch::Tensor& rstd, torch::Tensor& dx,
-                   torch::Tensor& dgamma, torch::Tensor& dbeta) {
+void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& gamma,
+                   const at::Tensor& mean, const at::Tensor& rstd, at::Tensor& dx,
+                   at::Tensor& dgamma, at::Tensor& dbeta) {
   const c10::cuda::CUDAGuard device_guard(x.device());  // launch on x's GPU, not GPU 0
   // BEGIN SOLUTION
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();  // never the legacy default stream
@@ -250,7 +253,7 @@ void backward_cuda(const torch::Tensor& dy, const torch::Tensor& x, const torch:
       // Stage 1 writes every element, so no zeroing. The buffer is freed when this function
       // returns, with the kernels perhaps still running: safe, because the caching allocator
       // hands it out again only to work queued after them on the same stream.
-      auto partials = torch::empty({2, num_param_strips(rows), cols}, x.options());
+      auto partials = at::empty({2, num_param_strips(rows), cols}, x.options());
       const cudaError_t error = launch_layernorm_backward_params<scalar_t>(
           dy.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), mean.data_ptr<scalar_t>(),
           rstd.data_ptr<scalar_t>(), partials.data_ptr<scalar_t>(), dgamma.data_ptr<scalar_t>(),
@@ -263,7 +266,7 @@ void backward_cuda(const torch::Tensor& dy, const torch::Tensor& x, const torch:
   // TODO(day03): like day02's forward_cuda: dispatch on dtype and, on
   // c10::cuda::getCurrentCUDAStream(),
   //   - if dx is defined, call launch_layernorm_backward_dx;
-  //   - if dgamma is defined, allocate the partials, torch::empty({2, num_param_strips(rows), cols},
+  //   - if dgamma is defined, allocate the partials, at::empty({2, num_param_strips(rows), cols},
   //     x.options()), and call launch_layernorm_backward_params.
   // TORCH_CHECK each returned error.
   // END SOLUTION
@@ -273,11 +276,11 @@ void backward_cuda(const torch::Tensor& dy, const torch::Tensor& x, const torch:
 // STUB
 COURSE_TODO("day03: layernorm.cpp, backward: accept a dy of any strides, then delete this line");
 // END SOLUTION
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(const torch::Tensor& dy_any_strides,
-                                                                const torch::Tensor& x,
-                                                                const torch::Tensor& gamma,
-                                                                const torch::Tensor& mean,
-                                                                const torch::Tensor& rstd,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& dy_any_strides,
+                                                                const at::Tensor& x,
+                                                                const at::Tensor& gamma,
+                                                                const at::Tensor& mean,
+                                                                const at::Tensor& rstd,
                                                                 std::array<bool, 3> output_mask) {
   const std::string todo = course::todos_blocking(x);
   TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
@@ -287,24 +290,24 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(const torch::Te
   // hands over a strided view. The kernels read dy as row-major, so copy it into that layout
   // if it is not (contiguous() returns dy itself when it already is). x, gamma, mean and rstd
   // come from forward, which keeps them contiguous: those are checked instead.
-  const torch::Tensor dy = dy_any_strides.contiguous();
+  const at::Tensor dy = dy_any_strides.contiguous();
   // STUB
   // TODO(day03): the kernels and the CPU code read dy as row-major [B, D], but autograd may
   // hand over a transposed or sliced dy. Make a row-major one (a no-op when it already is).
-  const torch::Tensor& dy = dy_any_strides;
+  const at::Tensor& dy = dy_any_strides;
   // END SOLUTION
   const auto [want_dx, want_dgamma, want_dbeta] = output_mask;
   const bool want_params = want_dgamma || want_dbeta;  // both come out of the same two kernels
-  torch::Tensor dx = want_dx ? torch::empty_like(x) : torch::Tensor();
-  torch::Tensor dgamma = want_params ? torch::empty_like(gamma) : torch::Tensor();
-  torch::Tensor dbeta = want_params ? torch::empty_like(gamma) : torch::Tensor();
+  at::Tensor dx = want_dx ? at::empty_like(x) : at::Tensor();
+  at::Tensor dgamma = want_params ? at::empty_like(gamma) : at::Tensor();
+  at::Tensor dbeta = want_params ? at::empty_like(gamma) : at::Tensor();
   if (x.is_cuda()) {
     backward_cuda(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   } else {
     backward_cpu(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   }
   // An undefined tensor reaches Python as None.
-  return {dx, want_dgamma ? dgamma : torch::Tensor(), want_dbeta ? dbeta : torch::Tensor()};
+  return {dx, want_dgamma ? dgamma : at::Tensor(), want_dbeta ? dbeta : at::Tensor()};
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ A case's inputs name what it runs ("op"):
 - frozen_params: gamma and beta do not require grad: backward must return None for them;
 - saved_stats: layer_norm's gradients while counting forward calls: backward must use the
   saved mean and rstd, not run forward again.
-Every op runs with torch.use_deterministic_algorithms(True), under which torch::empty hands
+Every op runs with torch.use_deterministic_algorithms(True), under which at::empty hands
 out memory filled with NaN: a buffer that is read before it is written shows up as NaN.
 """
 
