@@ -93,6 +93,25 @@ def _drop_ops_namespace(namespace: str) -> None:
     torch.ops.__dict__.pop(namespace, None)
 
 
+def _drop_python_registrations(namespace: str) -> None:
+    """Undo what a package's Python registered for its operators (torch.library.register_fake,
+    register_autograd): the libraries torch keeps alive for them, and the fake kernels it
+    keeps by name. They point at the old library's operators, and the new package registers
+    its own."""
+    import torch.library
+
+    kept = getattr(torch.library, "_keep_alive", [])
+    for library in [lib for lib in kept if getattr(lib, "ns", None) == namespace]:
+        library._destroy()
+        kept.remove(library)
+    with contextlib.suppress(ImportError, AttributeError):
+        from torch._library import simple_registry
+
+        registered = simple_registry.singleton._data
+        for name in [name for name in registered if name.startswith(namespace + "::")]:
+            del registered[name]
+
+
 def load_ops_library(namespace: str, library: str):
     """Load a library that defines TORCH_LIBRARY(namespace, ...); return torch.ops.<namespace>."""
     import torch
@@ -150,6 +169,8 @@ def import_package(package: str, prefix: str, namespace: str = ""):
             del sys.modules[module_name]
         with contextlib.suppress(ValueError):
             sys.path.remove(old)
+        if namespace:
+            _drop_python_registrations(namespace)
         _unload_libraries_under(old)
         if namespace:
             _drop_ops_namespace(namespace)

@@ -64,9 +64,13 @@ class Unit:
         return Plan(self.name, self.build, self.load, self.files, self.namespace, self.package)
 
     def solution_path(self, file: str) -> str:
+        """Where `file` is authored. A shared or given file may sit in a folder of this unit's
+        (a package's csrc/, say): it is looked up by its name alone where it comes from."""
         if file in self.common:
-            return os.path.join(self.solutions, "common", file)
-        return os.path.join(self.solutions, dict(self.given).get(file, self.name), file)
+            return os.path.join(self.solutions, "common", os.path.basename(file))
+        if file in self.given_files:
+            return os.path.join(self.solutions, dict(self.given)[file], os.path.basename(file))
+        return os.path.join(self.folder, file)
 
     def raw(self, file: str) -> str:
         with open(self.solution_path(file), encoding="utf-8") as handle:

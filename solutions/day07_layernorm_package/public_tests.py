@@ -1,0 +1,325 @@
+"""day07 LayerNorm as a packaged custom operator: what is correct and the cases.
+
+torch.ops.fast_layernorm.forward(x [..., D], weight?, bias?, eps) -> (y, mean [...], rstd [...])
+torch.ops.fast_layernorm.backward(dy, x, weight?, mean, rstd) -> (dx, dweight, dbias)
+fast_layernorm.layer_norm(x, normalized_shape, weight, bias, eps), fast_layernorm.LayerNorm
+
+`ext` is torch.ops.fast_layernorm; the package itself is imported by name (the build put it on
+the path). A case's inputs name what it runs ("op"):
+- forward, backward_op: the operators, against float64 (backward on the statistics given);
+- autograd: gradients through fast_layernorm.layer_norm against float64 F.layer_norm's;
+- opcheck: torch.library.opcheck on the operator (schema, fake kernel, autograd registration,
+  dispatch): every test it runs must succeed;
+- compiled: a small block (matmul, the package's LayerNorm, GELU) under
+  torch.compile(fullgraph=True), a graph break being an error: its output and input gradient;
+- state_dict: nn.LayerNorm's weights loaded into LayerNorm and LayerNorm's into nn.LayerNorm,
+  both run;
+- memory: the growth of torch.cuda.memory_allocated over many forward and backward calls;
+- perf cases time forward + backward through autograd against F.layer_norm's.
+"""
+import importlib
+import math
+
+import torch
+import torch.nn.functional as F
+
+from course.cases import INPUTS_UNCHANGED, Case
+from course.harness import nan_filled
+from course.ops import Op, dtypes_like, flag, gradients
+
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
+                                      backward_tolerance, condition_by_rstd, error_case, forward_dtypes,
+                                      forward_tolerance, formula_gradients, layer_norm64, random_affine, random_dy,
+                                      random_x, saved_statistics, spoil, values_case)
+from ..common.layouts import LAYOUTS, misaligned
+
+UNIT = "day07_layernorm_package"
+PACKAGE = "fast_layernorm"
+FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
+MEMORY_CALLS = 1000
+
+
+def package():
+    """The student's package, as the build installed and imported it."""
+    return importlib.import_module(PACKAGE)
+
+
+def make_inputs(case, generator):
+    p = case.params
+    dtype = p.get("dtype", torch.float32)
+    x = random_x(p, generator)
+    shape = p.get("normalized_shape", (p["shape"][-1],))
+    gamma, beta = (t.reshape(shape) for t in random_affine(math.prod(shape), generator))
+    inputs = {"op": p["op"], "eps": p.get("eps", EPS), "x": x.to(dtype), "gamma": gamma.to(dtype),
+              "beta": beta.to(dtype), "normalized_shape": shape, "affine": p.get("affine", "both")}
+    if p["op"] in ("backward_op", "autograd", "compiled", "memory", "perf"):
+        inputs["dy"] = random_dy(p["shape"], generator, dtype)
+    if p["op"] == "backward_op":
+        inputs["mean"], inputs["rstd"] = saved_statistics(inputs["x"])
+    if p["op"] == "compiled":
+        cols = p["shape"][-1]
+        inputs["w1"] = (torch.randn(cols, cols, generator=generator, dtype=torch.float64) / cols ** 0.5).to(dtype)
+    return inputs
+
+
+def on_device(case, inputs):
+    """Strided or misaligned layouts and spoiled arguments are made here, where the op will see them."""
+    layout = case.params.get("layout")
+    if layout:
+        for name in ("x", "dy"):
+            if name in inputs:
+                inputs[name] = misaligned(inputs[name]) if layout == "misaligned" else LAYOUTS[layout](inputs[name])
+    return spoil(case, inputs)
+
+
+def _params(inputs):
+    """weight and bias as the case passes them: both, weight only, or neither (None)."""
+    affine = inputs["affine"]
+    return (inputs["gamma"] if affine != "none" else None), (inputs["beta"] if affine == "both" else None)
+
+
+# ---- the calls ----
+
+def _call_forward(ext, inputs):
+    return ext.forward(inputs["x"], *_params(inputs), inputs["eps"])
+
+
+def _call_backward(ext, inputs):
+    return ext.backward(inputs["dy"], inputs["x"], _params(inputs)[0], inputs["mean"], inputs["rstd"])
+
+
+def _call_autograd(ext, inputs):
+    def layer_norm(x, weight, bias):
+        return package().layer_norm(x, inputs["normalized_shape"], weight, bias, inputs["eps"])
+    return gradients(layer_norm, inputs, ("x", "gamma", "beta"), "dy")
+
+
+def _call_opcheck(ext, inputs):
+    x, (weight, bias) = inputs["x"], _params(inputs)
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, weight, bias)]
+    report = torch.library.opcheck(ext.forward.default, (*leaves, inputs["eps"]))
+    failed = {test: str(result)[:300] for test, result in report.items() if result != "SUCCESS"}
+    if failed:
+        raise AssertionError("torch.library.opcheck failed: " + "; ".join(f"{t}: {r}" for t, r in failed.items()))
+    return torch.tensor(True)
+
+
+def _layer_norm_module(inputs):
+    """The package's LayerNorm with the case's weights, on x's device and dtype."""
+    module = package().LayerNorm(inputs["normalized_shape"], eps=inputs["eps"]).to(inputs["x"].device,
+                                                                                   inputs["x"].dtype)
+    with torch.no_grad():
+        module.weight.copy_(inputs["gamma"])
+        module.bias.copy_(inputs["beta"])
+    return module
+
+
+def _call_compiled(ext, inputs):
+    norm = _layer_norm_module(inputs)
+
+    def block(x, w1):
+        return F.gelu(norm(x @ w1))
+    backend = "inductor" if inputs["x"].is_cuda else "aot_eager"  # aot_eager: traced with fake tensors, no codegen
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True, backend=backend)  # a graph break raises
+    x = inputs["x"].detach().requires_grad_()
+    y = compiled(x, inputs["w1"])
+    (dx,) = torch.autograd.grad(y, x, inputs["dy"])
+    return y, dx
+
+
+def _call_state_dict(ext, inputs):
+    shape, device, dtype = inputs["normalized_shape"], inputs["x"].device, inputs["x"].dtype
+    theirs = torch.nn.LayerNorm(shape, eps=inputs["eps"], device=device, dtype=dtype)
+    with torch.no_grad():
+        theirs.weight.copy_(inputs["gamma"])
+        theirs.bias.copy_(inputs["beta"])
+    ours = package().LayerNorm(shape, eps=inputs["eps"], device=device, dtype=dtype)
+    ours.load_state_dict(theirs.state_dict())  # strict: every name must match
+    back = torch.nn.LayerNorm(shape, eps=inputs["eps"], device=device, dtype=dtype)
+    back.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        return ours(inputs["x"]), back(inputs["x"])
+
+
+def _call_memory(ext, inputs):
+    norm = _layer_norm_module(inputs)
+    x = inputs["x"].detach().requires_grad_()
+    for _ in range(3):  # the caching allocator's and autograd's first allocations
+        norm(x).backward(inputs["dy"])
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(x.device)
+    for _ in range(MEMORY_CALLS):
+        norm(x).backward(inputs["dy"])
+    torch.cuda.synchronize()
+    grown = torch.cuda.memory_allocated(x.device) - before
+    if grown:
+        raise AssertionError(f"torch.cuda.memory_allocated grew by {grown} bytes over {MEMORY_CALLS} forward and "
+                             "backward calls: something keeps tensors alive")
+    return torch.tensor(True)
+
+
+def _call_perf(ext, inputs):
+    """What users run: forward and backward through autograd."""
+    leaves = tuple(inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
+    y = package().layer_norm(leaves[0], inputs["normalized_shape"], leaves[1], leaves[2], inputs["eps"])
+    return torch.autograd.grad(y, leaves, inputs["dy"])
+
+
+def baseline(inputs):
+    """PyTorch's own LayerNorm through autograd on the same inputs: what a perf case is measured against."""
+    leaves = tuple(inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
+    y = F.layer_norm(leaves[0], inputs["normalized_shape"], leaves[1], leaves[2], inputs["eps"])
+    return torch.autograd.grad(y, leaves, inputs["dy"])
+
+
+def _element_bytes(dtype):
+    return torch.finfo(dtype).bits // 8
+
+
+def bytes_moved(inputs):
+    """Forward and backward's least traffic: read x, write y; read dy and x, write dx (plus the
+    [D] vectors and the statistics, which are small)."""
+    return _element_bytes(inputs["x"].dtype) * 5 * inputs["x"].numel()
+
+
+# ---- what is right: float64 on the inputs as given (fp16 and bf16 ones already rounded) ----
+
+def _rows(inputs, name):
+    return inputs[name].double().reshape(-1, inputs["gamma"].numel())
+
+
+def _affine64(inputs):
+    """weight and bias in float64 and flat, ones and zeros where the case passes none."""
+    weight, bias = _params(inputs)
+    cols = inputs["gamma"].numel()
+    return (weight.double().reshape(cols) if weight is not None else torch.ones(cols, dtype=torch.float64),
+            bias.double().reshape(cols) if bias is not None else torch.zeros(cols, dtype=torch.float64))
+
+
+def _forward_reference(inputs):
+    y, mean, rstd = layer_norm64(_rows(inputs, "x"), *_affine64(inputs), inputs["eps"])
+    batch = inputs["x"].shape[:-1]
+    return y.reshape(inputs["x"].shape), mean.reshape(batch), rstd.reshape(batch)
+
+
+def _backward_reference(inputs):
+    weight = _affine64(inputs)[0]
+    return formula_gradients(*(inputs[name].double() for name in ("dy", "x")), weight,
+                             inputs["mean"].double(), inputs["rstd"].double())
+
+
+def _autograd_reference(inputs):
+    x, dy, (weight, bias) = _rows(inputs, "x"), _rows(inputs, "dy"), _affine64(inputs)
+    dx, dgamma, dbeta = autograd_gradients64(x, weight, bias, dy, inputs["eps"])
+    return dx.reshape(inputs["x"].shape), dgamma.reshape(inputs["gamma"].shape), dbeta.reshape(inputs["beta"].shape)
+
+
+def _block_reference(inputs):
+    """The block in float64 with torch's LayerNorm and autograd."""
+    x = inputs["x"].double().requires_grad_()
+    h = x @ inputs["w1"].double()
+    y = F.gelu(F.layer_norm(h, inputs["normalized_shape"], inputs["gamma"].double(), inputs["beta"].double(),
+                            inputs["eps"]))
+    (dx,) = torch.autograd.grad(y, x, inputs["dy"].double())
+    return y.detach(), dx
+
+
+def _state_dict_reference(inputs):
+    y = layer_norm64(_rows(inputs, "x"), *_affine64(inputs), inputs["eps"])[0].reshape(inputs["x"].shape)
+    return y, y
+
+
+# ---- how far from it an answer may be: common/layernorm_tests.py's model ----
+
+def _forward_tolerance(inputs):
+    return forward_tolerance(_rows(inputs, "x"), *_affine64(inputs), inputs["x"].dtype, condition_by_rstd)
+
+
+def _backward_tolerance(inputs):
+    weight = _affine64(inputs)[0]
+    return backward_tolerance(_rows(inputs, "x"), weight, _rows(inputs, "dy"), inputs["x"].dtype, condition_by_rstd)
+
+
+def _block_tolerance(inputs):
+    """The matmul and GELU around the norm round in fp32 too: a few fp32 roundings of the
+    LayerNorm's output size (about 1) and of dx's; a wrong norm is off by far more."""
+    return 1e-4, 1e-4
+
+
+def _state_dict_tolerance(inputs):
+    y = _forward_tolerance(inputs)["y"]
+    return {"y": y, "y_torch": y}
+
+
+OPS = {
+    "forward": Op(nan_filled(_call_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(), _forward_tolerance),
+    "backward_op": Op(nan_filled(_call_backward), _backward_reference, GRADIENTS, dtypes_like("x", 3),
+                      _backward_tolerance),
+    "autograd": Op(nan_filled(_call_autograd), _autograd_reference, GRADIENTS, dtypes_like("x", 3),
+                   _backward_tolerance),
+    "opcheck": flag(_call_opcheck, "opcheck"),
+    "compiled": Op(_call_compiled, _block_reference, ("y", "dx"), dtypes_like("x", 2), _block_tolerance),
+    "state_dict": Op(_call_state_dict, _state_dict_reference, ("y", "y_torch"), dtypes_like("x", 2),
+                     _state_dict_tolerance),
+    "memory": flag(_call_memory, "memory_unchanged"),
+    "perf": Op(_call_perf, lambda inputs: autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"],
+                                                               inputs["dy"], inputs["eps"]),
+               GRADIENTS, dtypes_like("x", 3), _backward_tolerance),
+}
+
+
+# ---- the cases ----
+
+HINTS = {
+    "forward": "forward_cpu: mean and rstd over the last dimension in float32 (float64 for float64 x); "
+               "y = (x - mean) * rstd * weight + bias, rounded to x's dtype once",
+    "backward": "backward_cpu: dx = rstd * (g - mean(g) - x̂ * mean(g * x̂)) with g = dy * weight; dweight and dbias "
+                "are sums over every row",
+    "autograd": "register_autograd: setup_context saves x, weight, mean and rstd; backward returns one gradient "
+                "per input of forward, None for eps",
+    "opcheck": "opcheck tests the schema (does the kernel write an input it does not declare with `!`?), the fake "
+               "kernel (same shapes, dtypes and devices as the real one) and the autograd registration",
+    "compiled": "a graph break: code torch.compile cannot trace (a .item(), a print, a Python branch on a value); "
+                "or a fake kernel missing or wrong",
+    "state_dict": "name the parameters weight and bias, shaped normalized_shape, as torch.nn.LayerNorm does",
+    "memory": "something keeps a tensor alive per call: a static or global list, a tensor saved on the module",
+    "weight_none": "a missing weight counts as ones, a missing bias as zeros",
+}
+
+
+def _case(name, device, op, shape, dtype=torch.float32, hint="", checks=(INPUTS_UNCHANGED,), group="values",
+          **params):
+    return values_case(f"{device}_{name}", device, shape, dtype, checks=checks, hint=hint or HINTS.get(op, ""),
+                       group=group, op=op, **params)
+
+
+def _error(name, words, device="cpu", **bad):
+    return error_case(name, words, CHECK_HINT, device=device, op="forward", bad=bad)
+
+
+PERF_NEEDS = ("cuda_forward_*", "cuda_backward_*", "cuda_autograd_*")
+# 128 MB of fp32 per tensor: the GPU's time, not the host's, decides. At 4096 x 1024 a call is
+# host-bound (docs/performance.md), and its ratio to torch moved by 2x between runs.
+PERF_SHAPE = (8192, 4096)
+
+CASES = [
+    _case("forward_fp32", "cpu", "forward", (64, 256)),
+    _case("forward_fp64_3d", "cpu", "forward", (3, 5, 96), torch.float64),
+    _case("backward_fp32", "cpu", "backward_op", (64, 256), checks=()),
+    _case("autograd_fp64", "cpu", "autograd", (16, 48), torch.float64, checks=()),
+    _case("opcheck_fp32", "cpu", "opcheck", (8, 32), checks=(), group="package"),
+    _case("compiled_block", "cpu", "compiled", (16, 64), checks=(), group="package"),
+    _case("state_dict_round_trip", "cpu", "state_dict", (8, 4, 16), normalized_shape=(4, 16), checks=(),
+          group="package"),
+    _case("forward_bf16", "cuda", "forward", (256, 1024), torch.bfloat16),
+    _case("backward_fp32", "cuda", "backward_op", (512, 768), checks=()),
+    _case("autograd_fp32", "cuda", "autograd", (128, 1000), checks=()),
+    _case("opcheck_fp16", "cuda", "opcheck", (16, 256), torch.float16, checks=(), group="package"),
+    _case("compiled_block", "cuda", "compiled", (64, 256), checks=(), group="package"),
+    _error("cpu_error_weight_shape", ("weight",), gamma=lambda g: g[:-1]),
+    Case("cuda_perf_autograd_fp32", "cuda_perf", "cuda", 2.0,
+         dict(op="perf", dtype=torch.float32, shape=PERF_SHAPE, full_at=1.0, zero_at=0.5),
+         kind="perf", timeout=120.0, needs=PERF_NEEDS,
+         hint="time forward and backward apart (bench/): is one of them slow, or the host time between them?"),
+]

@@ -1,0 +1,393 @@
+// LayerNorm backward, version 2: dx and the partial sums of dγ and dβ in one pass.
+//
+// With x̂ = (x − mean)·rstd (mean and rstd saved by the forward) and g = dy·γ:
+//   dx_j = rstd · (g_j − mean(g) − x̂_j · mean(g·x̂))     a sum over the row
+//   dγ_j = Σ_rows dy_j · x̂_j,   dβ_j = Σ_rows dy_j       a sum over the column
+//
+// Version 1 (day04) reads x and dy in two kernels: once for dx, once more for dγ and dβ.
+// Here a block walks a strip of rows: for each row it computes dx, and each thread adds dy·x̂
+// and dy for the columns it owns to running sums, across all the rows it visits. At the end
+// the block's sums go to one row of a small partial buffer, and a second, small kernel adds
+// the blocks' rows up per column. x and dy are read from memory once, and nothing is summed
+// with atomics: the order of every sum is fixed by the grid, so results repeat bit for bit on
+// the same GPU.
+//
+// Where each thing lives decides the speed. A thread holds its 16 columns of x and dy in
+// registers between the two passes over a row, so memory sees each element once. The running
+// sums live in shared memory, in slots of the thread's own (no other thread touches them, so
+// no barrier guards them): kept in registers they would cost two fp32 registers a column in
+// every dtype, and fewer threads would fit on an SM. At 64 registers a thread, 1024 threads
+// per SM keep their loads in flight. Rows are split as in the forward's version 4 (plan_rows);
+// a block holds as many rows as fit in 512 threads, and their sums meet at the end. A 16-bit
+// row of over 8192 columns would need over 512 threads, one block to an SM, idle while it
+// waits on its row sums: there a thread takes 32 columns (80 registers) and two blocks of up
+// to 384 threads share an SM.
+#include <type_traits>
+
+#include "row_math.cuh"
+
+namespace {
+
+constexpr int kColumnsPerThread = 16;  // x and dy of 16 columns: 32 registers in fp32
+constexpr int kMaxThreadsPerRow = 1024;
+constexpr int kWideColumnsPerThread = 32;  // 16-bit rows over 8192 columns: see fused_plan
+constexpr int kWideMaxThreads = 384;
+constexpr int kBlockThreads = 512;     // short rows share a block of up to 512 threads
+constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
+constexpr int kSumLanes = 32;          // ... with 32 threads per column
+
+// x, dy and γ in fp32. bf16 is the top half of a float, so a shift widens it exactly; sm_90's
+// cvt.f32.bf16 would take a register of its own for each element of a packed pair, and the
+// wide rows' 32 columns would spill. (The forward keeps to_acc: there the cvt schedules better.)
+template <typename T>
+__device__ __forceinline__ acc_type_t<T> widen(T value) {
+  return to_acc(value);
+}
+template <>
+__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 value) {
+  return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(value)) << 16);
+}
+
+// Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
+// receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
+// warps' sums meet in shared memory, and each thread adds its row's warps in the same order.
+// (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
+// rows of 64 to 480 threads share blocks.)
+template <typename acc_t>
+__device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
+  const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
+  for (int offset = width / 2; offset > 0; offset /= 2) {
+    a += __shfl_xor_sync(0xffffffffu, a, offset);
+    b += __shfl_xor_sync(0xffffffffu, b, offset);
+  }
+  if (blockDim.x <= kWarpSize) return;
+  __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2];
+  const int warps_per_row = blockDim.x / kWarpSize;  // a multiple of 32 threads: plan_rows
+  const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / kWarpSize;
+  __syncthreads();  // the previous row's sums may still be being read
+  if (threadIdx.x % kWarpSize == 0) {
+    warp_sums[warp][0] = a;
+    warp_sums[warp][1] = b;
+  }
+  __syncthreads();
+  a = 0;
+  b = 0;
+  for (int w = threadIdx.y * warps_per_row; w < (threadIdx.y + 1) * warps_per_row; ++w) {
+    a += warp_sums[w][0];
+    b += warp_sums[w][1];
+  }
+}
+
+// The running sums in shared memory: a thread owns kSlots columns (slot s = k·kVec + e for
+// element e of its k-th vector) and keeps dγ of slot s at accumulator s, dβ at kSlots + s.
+// Accumulators go in packs of 4 (one 16-byte access), and pack p of thread t sits at
+// p · threads + t: a warp's accesses are consecutive, with no bank conflicts. Rows that are
+// not whole vectors (kVec = 1) use packs of 1. The launch passes the size (sums_bytes).
+template <int kPack>
+__device__ __forceinline__ int sum_index(int accumulator, int threads, int thread) {
+  return ((accumulator / kPack) * threads + thread) * kPack + accumulator % kPack;
+}
+
+// __launch_bounds__(1024, 1): a block of up to 1024 threads, so at most 64 registers a thread;
+// 32 columns a thread: (384, 2), two blocks to an SM, at most 80 registers.
+template <typename T, int kVec, int kVecsPerThread>
+__global__ void __launch_bounds__(kVec * kVecsPerThread > kColumnsPerThread ? kWideMaxThreads : kMaxThreadsPerRow,
+                                                       kVec * kVecsPerThread > kColumnsPerThread ? 2 : 1)
+layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ x,
+                                const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
+                                const acc_type_t<T>* __restrict__ rstd, T* __restrict__ dx,
+                                acc_type_t<T>* __restrict__ partial_dgamma,
+                                acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows, int cols) {
+  using acc_t = acc_type_t<T>;
+  using Vec = AlignedVector<T, kVec>;
+  constexpr int kSlots = kVecsPerThread * kVec;
+  constexpr int kPack = kVec % 4 == 0 ? 4 : 1;
+  using Pack = AlignedVector<acc_t, kPack>;
+  extern __shared__ __align__(16) unsigned char sums_memory[];
+  acc_t* sums = reinterpret_cast<acc_t*>(sums_memory);
+  Pack* packs = reinterpret_cast<Pack*>(sums_memory);
+  const int threads = blockDim.x * blockDim.y;
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int p = 0; p < 2 * kSlots / kPack; ++p) packs[p * threads + thread] = Pack{};
+
+  const int vecs = cols / kVec;
+  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma);
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
+       first_row += row_step) {
+    const int64_t row = first_row + threadIdx.y;
+    const bool active = row < rows;  // an idle thread stays for the row sums, adding zeros
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
+    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
+    const acc_t row_mean = active ? mean[row] : acc_t(0);
+    const acc_t row_rstd = active ? rstd[row] : acc_t(0);
+
+    // Every load of the row is issued before any sum needs one, and x and dy stay in
+    // registers for the second pass: memory sees each element once, and many loads wait at once.
+    Vec x_held[kVecsPerThread];
+    Vec dy_held[kVecsPerThread];
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        x_held[k] = x_row[v];
+        dy_held[k] = dy_row[v];
+      }
+    }
+
+    acc_t sum_g = 0;
+    acc_t sum_g_xhat = 0;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec gv = gamma_vecs[v];  // the same for every row: from L1
+#pragma unroll
+        for (int p = 0; p < kVec / kPack; ++p) {  // the packs of this vector's slots
+          Pack& dgamma = packs[((k * kVec) / kPack + p) * threads + thread];
+          Pack& dbeta = packs[((kSlots + k * kVec) / kPack + p) * threads + thread];
+          Pack dgamma_sums = dgamma;
+          Pack dbeta_sums = dbeta;
+#pragma unroll
+          for (int i = 0; i < kPack; ++i) {
+            const int e = p * kPack + i;
+            const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
+            const acc_t d = widen(dy_held[k].val[e]);
+            const acc_t g = d * widen(gv.val[e]);
+            sum_g += g;
+            sum_g_xhat += g * xhat;
+            dgamma_sums.val[i] += d * xhat;
+            dbeta_sums.val[i] += d;
+          }
+          dgamma = dgamma_sums;
+          dbeta = dbeta_sums;
+        }
+      }
+    }
+    row_reduce_sums(sum_g, sum_g_xhat);
+    const acc_t mean_g = sum_g / cols;
+    const acc_t mean_g_xhat = sum_g_xhat / cols;
+
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        const Vec gv = gamma_vecs[v];
+        Vec out;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
+          const acc_t g = widen(dy_held[k].val[e]) * widen(gv.val[e]);
+          out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
+        }
+        dx_row[v] = out;
+      }
+    }
+  }
+
+  // The block's row of partials. Column c is element c % kVec of vector v = c / kVec, which
+  // thread v % blockDim.x of each row group y holds as its slot (v / blockDim.x)·kVec + c % kVec;
+  // the groups are added in the order of y.
+  __syncthreads();
+  for (int col = thread; col < cols; col += threads) {
+    const int v = col / kVec;
+    const int slot = (v / blockDim.x) * kVec + col % kVec;
+    acc_t dgamma_sum = 0;
+    acc_t dbeta_sum = 0;
+    for (int y = 0; y < blockDim.y; ++y) {
+      const int owner = y * blockDim.x + v % blockDim.x;
+      dgamma_sum += sums[sum_index<kPack>(slot, threads, owner)];
+      dbeta_sum += sums[sum_index<kPack>(kSlots + slot, threads, owner)];
+    }
+    partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma_sum;
+    partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta_sum;
+  }
+}
+
+// Stage 2: block b adds up the partial rows of columns 32b .. 32b + 31. Thread (c, lane) sums
+// rows lane, lane + 32, ...; the 32 lanes then meet in shared memory, always in the same order.
+template <typename T>
+__global__ void sum_partials_kernel(const acc_type_t<T>* __restrict__ partial_dgamma,
+                                    const acc_type_t<T>* __restrict__ partial_dbeta,
+                                    T* __restrict__ dgamma, T* __restrict__ dbeta,
+                                    int64_t num_partials, int cols) {
+  using acc_t = acc_type_t<T>;
+  __shared__ acc_t dgamma_lanes[kSumLanes][kSumColumns];
+  __shared__ acc_t dbeta_lanes[kSumLanes][kSumColumns];
+  const int col = blockIdx.x * kSumColumns + threadIdx.x;
+  acc_t dgamma_sum = 0;
+  acc_t dbeta_sum = 0;
+  if (col < cols) {
+    for (int64_t p = threadIdx.y; p < num_partials; p += kSumLanes) {
+      dgamma_sum += partial_dgamma[p * cols + col];
+      dbeta_sum += partial_dbeta[p * cols + col];
+    }
+  }
+  dgamma_lanes[threadIdx.y][threadIdx.x] = dgamma_sum;
+  dbeta_lanes[threadIdx.y][threadIdx.x] = dbeta_sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    for (int lane = 1; lane < kSumLanes; ++lane) {
+      dgamma_sum += dgamma_lanes[lane][threadIdx.x];
+      dbeta_sum += dbeta_lanes[lane][threadIdx.x];
+    }
+    dgamma[col] = from_acc<T>(dgamma_sum);
+    dbeta[col] = from_acc<T>(dbeta_sum);
+  }
+}
+
+template <typename T>
+using FusedKernel = decltype(&layernorm_backward_fused_kernel<T, 1, 1>);
+
+// The instance for vecs_per_thread: plan_rows asks for a power of two up to kColumnsPerThread
+// columns (every instance has the same parameters).
+template <typename T, int kVec, int kVecs>
+FusedKernel<T> fused_instance(int vecs_per_thread) {
+  if constexpr (kVecs * kVec > (sizeof(T) == 2 ? kWideColumnsPerThread : kColumnsPerThread)) {
+    return nullptr;
+  } else {
+    if (vecs_per_thread == kVecs) return &layernorm_backward_fused_kernel<T, kVec, kVecs>;
+    return fused_instance<T, kVec, kVecs * 2>(vecs_per_thread);
+  }
+}
+
+template <typename T>
+FusedKernel<T> fused_kernel_for(const RowPlan& plan) {
+  if (plan.vec == 1) return &layernorm_backward_fused_kernel<T, 1, 1>;
+  return fused_instance<T, kVectorBytes / sizeof(T), 1>(plan.vecs_per_thread);
+}
+
+// Bytes of running sums a block keeps in shared memory: two per column of each of its rows.
+template <typename T>
+int sums_bytes(const RowPlan& plan) {
+  return 2 * plan.threads_per_row * plan.rows_per_block * plan.vecs_per_thread * plan.vec *
+         static_cast<int>(sizeof(acc_type_t<T>));
+}
+
+// A build may lower the GPU's limit: tests build with a T4's 65536 bytes to run the T4's
+// launch plans on a larger GPU.
+#ifndef LAYERNORM_MAX_SHARED_BYTES
+#define LAYERNORM_MAX_SHARED_BYTES (1 << 30)
+#endif
+
+// Shared memory a block of `kernel` may give its sums on this GPU: the most a block may ask
+// for (64 KB on a T4, 227 KB on an H100), less what the kernel declares itself.
+template <typename T>
+int room_for_sums(FusedKernel<T> kernel) {
+  int device = 0;
+  int most = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (most > LAYERNORM_MAX_SHARED_BYTES) most = LAYERNORM_MAX_SHARED_BYTES;
+  cudaFuncAttributes attributes{};
+  cudaFuncGetAttributes(&attributes, kernel);
+  return most - static_cast<int>(attributes.sharedSizeBytes);
+}
+
+// plan_rows' split, with short rows sharing a block of up to kBlockThreads threads, fewer
+// where this GPU's shared memory cannot hold their sums. launchable is false where version 1
+// must take the row: plan_rows cannot split it, or its own sums do not fit (on a T4, rows
+// over 7680).
+template <typename T>
+struct FusedPlan {
+  RowPlan rows;
+  FusedKernel<T> kernel = nullptr;
+  bool launchable = false;
+};
+
+template <typename T>
+FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
+  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
+  FusedPlan<T> plan;
+  plan.rows = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
+  if (!plan.rows.fits()) return plan;
+  if (plan.rows.threads_per_row < kBlockThreads) {
+    plan.rows.rows_per_block = kBlockThreads / plan.rows.threads_per_row;  // fewer blocks: fewer partial rows
+  } else if (sizeof(T) == 2 && plan.rows.threads_per_row > kBlockThreads) {
+    // A 16-bit row of over 8192 columns needs over 512 threads at 16 columns a thread, and at
+    // 64 registers an SM holds one such block, idle while the block waits on its row sums.
+    // At 32 columns a thread (80 registers), blocks of up to 384 threads fit two to an SM.
+    const RowPlan wide = plan_rows(cols, sizeof(T), aligned, 2 * kVecs, 2 * kVecs, kWideMaxThreads);
+    if (wide.fits()) plan.rows = wide;
+  }
+  plan.kernel = fused_kernel_for<T>(plan.rows);
+  if (plan.kernel == nullptr) return plan;
+  const int room = room_for_sums<T>(plan.kernel);
+  while (plan.rows.rows_per_block > 1 && sums_bytes<T>(plan.rows) > room) plan.rows.rows_per_block /= 2;
+  const int bytes = sums_bytes<T>(plan.rows);
+  if (bytes > room) return plan;
+  // Above 48 KB a kernel must ask for its shared memory. A refusal is an answer, not an
+  // error for the next launch to report: it is cleared.
+  if (cudaFuncSetAttribute(plan.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return plan;
+  }
+  plan.launchable = true;
+  return plan;
+}
+
+// As many blocks as fit on the GPU at once (registers and shared memory permitting), so that
+// each block's partial row sums many rows; the count depends only on the GPU and the shape,
+// so the order of every sum does too.
+template <typename T>
+int64_t resident_blocks(const FusedPlan<T>& plan) {
+  int device = 0;
+  int sms = 1;
+  int per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, plan.kernel, plan.rows.threads_per_row * plan.rows.rows_per_block,
+                                                sums_bytes<T>(plan.rows));
+  return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
+}
+
+}  // namespace
+
+template <typename T>
+int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned) {
+  if constexpr (std::is_same_v<T, double>) {
+    return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
+  } else {
+    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
+    if (rows == 0 || !plan.launchable) return 0;
+    const int64_t needed = (rows + plan.rows.rows_per_block - 1) / plan.rows.rows_per_block;
+    const int64_t resident = resident_blocks<T>(plan);
+    return needed < resident ? needed : resident;
+  }
+}
+
+template <typename T>
+cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* gamma,
+                                            const acc_type_t<T>* mean, const acc_type_t<T>* rstd,
+                                            T* dx, acc_type_t<T>* partials, T* dgamma, T* dbeta,
+                                            int64_t rows, int64_t cols, cudaStream_t stream) {
+  const bool aligned = is_aligned(dy) && is_aligned(x) && is_aligned(gamma) && is_aligned(dx);
+  const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
+  if (blocks == 0) return cudaErrorInvalidValue;  // the caller asks layernorm_backward_fused_blocks first
+  if constexpr (!std::is_same_v<T, double>) {
+    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
+    acc_type_t<T>* partial_dgamma = partials;
+    acc_type_t<T>* partial_dbeta = partials + blocks * cols;
+    plan.kernel<<<static_cast<int>(blocks), dim3(plan.rows.threads_per_row, plan.rows.rows_per_block),
+                  sums_bytes<T>(plan.rows), stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta,
+                                                      rows, static_cast<int>(cols));
+    const cudaError_t error = cudaGetLastError();
+    if (error != cudaSuccess) return error;
+    const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
+    sum_partials_kernel<T><<<sum_blocks, dim3(kSumColumns, kSumLanes), 0, stream>>>(
+        partial_dgamma, partial_dbeta, dgamma, dbeta, blocks, static_cast<int>(cols));
+  }
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE_LAYERNORM_BACKWARD_FUSED(T)                                                  \
+  template int64_t layernorm_backward_fused_blocks<T>(int64_t, int64_t, bool);                   \
+  template cudaError_t launch_layernorm_backward_fused<T>(                                       \
+      const T*, const T*, const T*, const acc_type_t<T>*, const acc_type_t<T>*, T*,              \
+      acc_type_t<T>*, T*, T*, int64_t, int64_t, cudaStream_t);
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(__half)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(__nv_bfloat16)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(float)
+INSTANTIATE_LAYERNORM_BACKWARD_FUSED(double)

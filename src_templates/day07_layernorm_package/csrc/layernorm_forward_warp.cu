@@ -1,0 +1,80 @@
+// LayerNorm forward, version 2: one warp per row.
+//
+// Version 1 (day04) gives every row a block of 256 threads. At D = 7 that is 249 idle threads
+// per row; at any D each sum is a block reduction with two __syncthreads, and a block of 256
+// threads waits for its slowest warp. Here the 32 lanes of a warp own a row, and a block holds
+// kRowsPerBlock rows. A row's sums are five shuffles (warp_reduce_sum), with no shared memory
+// and no barrier, and warps never wait for each other.
+//
+// The math is version 1's: mean = Σx / D, var = Σ(x − mean)² / D, y = (x − mean)·rstd·γ + β,
+// every sum in acc_t.
+#include "course_todo.h"
+#include "device_math.cuh"
+#include "layernorm_fast.h"
+#include "reductions.cuh"
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block, one row each: 256 threads
+constexpr int64_t kMaxBlocks = 65535;
+
+template <typename T>
+__global__ void layernorm_forward_warp_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
+                                              const T* __restrict__ beta, T* __restrict__ y,
+                                              acc_type_t<T>* __restrict__ mean_out,
+                                              acc_type_t<T>* __restrict__ rstd_out, int64_t rows,
+                                              int cols, acc_type_t<T> eps) {
+  using acc_t = acc_type_t<T>;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+  // All 32 lanes of a warp share `row`, so they leave the loop together: the full-mask
+  // shuffles in warp_reduce_sum always find every lane present.
+  for (int64_t row = first_row; row < rows; row += row_step) {
+    const T* x_row = x + row * cols;
+    T* y_row = y + row * cols;
+
+    acc_t sum = 0;
+    for (int j = lane; j < cols; j += kWarpSize) sum += to_acc(x_row[j]);
+    const acc_t mean = warp_reduce_sum(sum) / cols;
+
+    acc_t squares = 0;
+    for (int j = lane; j < cols; j += kWarpSize) {
+      const acc_t centered = to_acc(x_row[j]) - mean;
+      squares += centered * centered;
+    }
+    const acc_t rstd = rsqrt(warp_reduce_sum(squares) / cols + eps);
+
+    for (int j = lane; j < cols; j += kWarpSize) {
+      const acc_t xhat = (to_acc(x_row[j]) - mean) * rstd;
+      y_row[j] = from_acc<T>(xhat * to_acc(gamma[j]) + to_acc(beta[j]));
+    }
+    if (lane == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_layernorm_forward_warp(const T* x, const T* gamma, const T* beta, T* y,
+                                          acc_type_t<T>* mean, acc_type_t<T>* rstd, int64_t rows,
+                                          int64_t cols, double eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const int64_t blocks_needed = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int blocks = static_cast<int>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
+  layernorm_forward_warp_kernel<T><<<blocks, kRowsPerBlock * kWarpSize, 0, stream>>>(
+      x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(T)                                            \
+  template cudaError_t launch_layernorm_forward_warp<T>(const T*, const T*, const T*, T*,       \
+                                                        acc_type_t<T>*, acc_type_t<T>*, int64_t, \
+                                                        int64_t, double, cudaStream_t);
+INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(__half)
+INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(__nv_bfloat16)
+INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(float)
+INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(double)

@@ -1,0 +1,197 @@
+// LayerNorm as two PyTorch operators, fast_layernorm::forward and fast_layernorm::backward.
+//
+//   forward(x [..., D], weight [D]?, bias [D]?, eps) -> (y [..., D], mean [...], rstd [...])
+//       y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps), over the last dim
+//   backward(dy [..., D], x, weight [D]?, mean, rstd) -> (dx, dweight [D], dbias [D])
+//       x̂ = (x - mean) * rstd,  g = dy * weight
+//       dx = rstd * (g - mean(g) - x̂ * mean(g * x̂)),  dweight = Σ_rows dy * x̂,  dbias = Σ_rows dy
+//
+// TORCH_LIBRARY declares each operator's schema: its arguments, that it writes none of them
+// (no `!` annotation), and what it returns. The dispatcher then routes a call by the inputs'
+// keys to the kernels registered with TORCH_LIBRARY_IMPL: first the Autograd one (which
+// records how to differentiate forward, then calls on below autograd), then the device's: the
+// CPU one here in ATen ops, the CUDA one with day 5's kernels. The fake kernels, which
+// torch.compile traces with, are registered from Python (fast_layernorm/ops.py).
+//
+// mean and rstd are float32 (float64 for float64 x), as torch's own layer norm saves them. A
+// missing weight counts as ones and a missing bias as zeros.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+
+#include "course_todo.h"
+#include "layernorm_fast.h"
+
+namespace {
+
+using Tensors = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+
+constexpr int64_t kMaxCols = int64_t{1} << 30;
+
+// ---- checks both devices share: each message names the op, the argument and what was expected ----
+
+void check_x(const char* op, const at::Tensor& x) {
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) >= 1, op, ": x must have shape [..., D] with D >= 1, got ", x.sizes());
+  const auto dtype = x.scalar_type();
+  TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble, op,
+              ": x must be float16, bfloat16, float32 or float64, got ", dtype);
+  TORCH_CHECK(x.size(-1) <= kMaxCols, op, ": x's last dimension must be at most 2^30, got ", x.size(-1));
+}
+
+// `tensor` must be on x's device, of `dtype` and of shape `shape`.
+void check_like(const char* op, const char* name, const at::Tensor& tensor, const at::Tensor& x,
+                at::IntArrayRef shape, at::ScalarType dtype) {
+  TORCH_CHECK(tensor.device() == x.device(), op, ": ", name, " must be on x's device ", x.device(), ", got ",
+              tensor.device());
+  TORCH_CHECK(tensor.sizes() == shape, op, ": ", name, " must have shape ", shape, ", got ", tensor.sizes());
+  TORCH_CHECK(tensor.scalar_type() == dtype, op, ": ", name, " must have dtype ", dtype, ", got ",
+              tensor.scalar_type());
+}
+
+// The weight or bias as a contiguous [D] tensor: `fill` where the caller passed none.
+at::Tensor param_or(const char* op, const char* name, const std::optional<at::Tensor>& param, const at::Tensor& x,
+                    double fill) {
+  const int64_t cols = x.size(-1);
+  if (!param.has_value() || !param->defined()) return at::full({cols}, fill, x.options());
+  check_like(op, name, *param, x, {cols}, x.scalar_type());
+  return param->contiguous();
+}
+
+at::ScalarType stats_dtype(const at::Tensor& x) { return at::toOpMathType(x.scalar_type()); }
+
+at::IntArrayRef batch_shape(const at::Tensor& x) { return x.sizes().slice(0, x.dim() - 1); }
+
+void check_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& mean, const at::Tensor& rstd) {
+  check_x("backward", x);
+  check_like("backward", "dy", dy, x, x.sizes(), x.scalar_type());
+  check_like("backward", "mean", mean, x, batch_shape(x), stats_dtype(x));
+  check_like("backward", "rstd", rstd, x, batch_shape(x), stats_dtype(x));
+}
+
+// ---- the CPU kernels: the math in ATen ops, in float32 (float64 for float64 x) ----
+
+COURSE_TODO_CPU("day07: csrc/layernorm_ops.cpp, forward_cpu and backward_cpu: the math at the top of this file in ATen ops on x.to(stats_dtype(x)), then delete this line");
+
+Tensors forward_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                    const std::optional<at::Tensor>& bias, double eps) {
+  const std::string todo = course::todos_blocking(x);
+  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  check_x("forward", x);
+  TORCH_CHECK(eps > 0, "forward: eps must be > 0, got ", eps);
+  const at::Tensor w = param_or("forward", "weight", weight, x, 1.0);
+  const at::Tensor b = param_or("forward", "bias", bias, x, 0.0);
+  // TODO(day07): mean, rstd and y of the math at the top of this file, in ATen ops on x.to(stats_dtype(x))
+  return {at::empty_like(x), at::empty(batch_shape(x), x.options()), at::empty(batch_shape(x), x.options())};
+}
+
+Tensors backward_cpu(const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                     const at::Tensor& mean, const at::Tensor& rstd) {
+  const std::string todo = course::todos_blocking(x);
+  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  check_backward(dy, x, mean, rstd);
+  const at::Tensor w = param_or("backward", "weight", weight, x, 1.0);
+  // TODO(day07): dx, dweight and dbias of the math at the top of this file, in ATen ops in stats_dtype(x)
+  return {at::empty_like(x), at::empty({x.size(-1)}, x.options()), at::empty({x.size(-1)}, x.options())};
+}
+
+// ---- the CUDA kernels: day 5's, on contiguous copies where the inputs are not ----
+
+COURSE_TODO_CUDA("day07: csrc/layernorm_ops.cpp, forward_cuda and backward_cuda: allocate the outputs, then launch day 5's kernels on x's device and torch's current stream there (as day05's layernorm.cpp does), then delete this line");
+
+template <typename T>
+struct CudaType { using type = T; };
+template <>
+struct CudaType<at::Half> { using type = __half; };
+template <>
+struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
+
+template <typename T>
+auto* cuda_ptr(const at::Tensor& t) {
+  return reinterpret_cast<typename CudaType<T>::type*>(t.data_ptr<T>());
+}
+
+Tensors forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weight,
+                     const std::optional<at::Tensor>& bias, double eps) {
+  const std::string todo = course::todos_blocking(x_any);
+  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  check_x("forward", x_any);
+  TORCH_CHECK(eps > 0, "forward: eps must be > 0, got ", eps);
+  const at::Tensor x = x_any.contiguous();
+  const at::Tensor w = param_or("forward", "weight", weight, x, 1.0);
+  const at::Tensor b = param_or("forward", "bias", bias, x, 0.0);
+  // TODO(day07): allocate y, mean and rstd (stats_dtype(x)), then launch launch_layernorm_forward_registers on
+  // x's device (c10::cuda::CUDAGuard) and torch's current stream there, as day05's layernorm.cpp does
+  return {at::empty_like(x), at::empty(batch_shape(x), x.options()), at::empty(batch_shape(x), x.options())};
+}
+
+Tensors backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std::optional<at::Tensor>& weight,
+                      const at::Tensor& mean_any, const at::Tensor& rstd_any) {
+  const std::string todo = course::todos_blocking(x_any);
+  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  check_backward(dy_any, x_any, mean_any, rstd_any);
+  const at::Tensor dy = dy_any.contiguous(), x = x_any.contiguous();
+  const at::Tensor mean = mean_any.contiguous(), rstd = rstd_any.contiguous();
+  const at::Tensor w = param_or("backward", "weight", weight, x, 1.0);
+  const int64_t rows = x.numel() / x.size(-1), cols = x.size(-1);
+  // TODO(day07): dx, dweight and dbias by day 5's fused backward where layernorm_backward_fused_blocks takes
+  // the shape, else day 4's launch_layernorm_backward_dx and _params; no rows: dweight and dbias are zeros
+  return {at::empty_like(x), at::empty({cols}, x.options()), at::empty({cols}, x.options())};
+}
+
+// ---- autograd: forward's derivative, in C++ so that no Python runs per call ----
+
+// The operators as the dispatcher has them: a call goes through the keys still to run.
+Tensors call_forward(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                     const std::optional<at::Tensor>& bias, double eps) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("fast_layernorm::forward", "")
+                             .typed<Tensors(const at::Tensor&, const std::optional<at::Tensor>&,
+                                            const std::optional<at::Tensor>&, double)>();
+  return op.call(x, weight, bias, eps);
+}
+
+Tensors call_backward(const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                      const at::Tensor& mean, const at::Tensor& rstd) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("fast_layernorm::backward", "")
+                             .typed<Tensors(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                            const at::Tensor&, const at::Tensor&)>();
+  return op.call(dy, x, weight, mean, rstd);
+}
+
+COURSE_TODO("day07: csrc/layernorm_ops.cpp, forward_autograd: a torch::autograd::Function whose forward calls the forward operator below autograd and saves x, weight, mean and rstd, and whose backward calls the backward operator, then delete this line");
+
+Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                         const std::optional<at::Tensor>& bias, double eps) {
+  at::AutoDispatchBelowADInplaceOrView below_autograd;  // TODO(day07): no gradients recorded yet
+  return call_forward(x, weight, bias, eps);
+}
+
+}  // namespace
+
+// The schemas. `float` is a C++ double; `Tensor?` may be None (an std::optional here).
+TORCH_LIBRARY(fast_layernorm, m) {
+  m.def("forward(Tensor x, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)");
+  m.def("backward(Tensor dy, Tensor x, Tensor? weight, Tensor mean, Tensor rstd) -> (Tensor, Tensor, Tensor)");
+}
+
+// Autograd covers every device; backward needs none: nothing differentiates it.
+TORCH_LIBRARY_IMPL(fast_layernorm, Autograd, m) {
+  m.impl("forward", &forward_autograd);
+}
+
+TORCH_LIBRARY_IMPL(fast_layernorm, CPU, m) {
+  m.impl("forward", &forward_cpu);
+  m.impl("backward", &backward_cpu);
+}
+
+TORCH_LIBRARY_IMPL(fast_layernorm, CUDA, m) {
+  m.impl("forward", &forward_cuda);
+  m.impl("backward", &backward_cuda);
+}
