@@ -46,8 +46,8 @@ def main(folder: str) -> int:
 
     spec = import_suite(request["solutions"], request["unit"], hidden=True)
     cases = {case.name: case for case in spec.CASES}
-    if request["device"] == "cuda":
-        torch.zeros(1, device="cuda")  # create the context now, not inside the first case's time
+    if request["device"].startswith("cuda"):
+        torch.zeros(1, device=request["device"])  # create the context now, not inside the first case's time
     module = None  # the baseline run: torch's own ops, timed where no student code was loaded
     if request["built"] is not None:
         module = load(Plan.from_json(request["plan"]), Built(**request["built"]), request["source_dir"])
@@ -62,7 +62,7 @@ def main(folder: str) -> int:
         except Exception as error:  # noqa: BLE001 - the op failed on valid input: a verdict
             lines = traceback.format_exception_only(type(error), error)
             result = {"exception": "".join(lines).strip()[:2000]}
-            if case.device == "cuda" and _context_lost():
+            if case.device.startswith("cuda") and _context_lost():
                 result["exception"] += "\n(this CUDA error leaves the GPU context unusable: a fresh process runs the next tests)"
                 _save(result, files.result(index))
                 return CUDA_CONTEXT_LOST

@@ -32,6 +32,8 @@ from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
 
 BUILD_TIMEOUT = 600
+OWN_TESTS_TIMEOUT = 300
+OWN_TESTS = "own_tests"  # the tag of a package's own tests in results.json: reported, worth no points
 TIME_LIMIT = 3600  # the whole grading: build, every test, the children's starts
 CPUS = max(1, os.cpu_count() or 1)
 
@@ -44,16 +46,23 @@ def public_case_names(unit: Unit) -> set[str]:
 def gpu_capability() -> str | None:
     """'8.0' for the first GPU, None without one; asked of a child, so this process never
     creates a CUDA context. Asked once per process and set of visible GPUs."""
-    return _capability_of(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return _gpus_of(os.environ.get("CUDA_VISIBLE_DEVICES"))[0]
+
+
+def gpu_count() -> int:
+    """How many GPUs the children see (cases on cuda:1 need two)."""
+    return _gpus_of(os.environ.get("CUDA_VISIBLE_DEVICES"))[1]
 
 
 @functools.lru_cache(maxsize=None)
-def _capability_of(visible_devices: str | None) -> str | None:
-    code = ("import torch; print('%d.%d' % torch.cuda.get_device_capability() "
-            "if torch.cuda.is_available() else 'none')")
+def _gpus_of(visible_devices: str | None) -> tuple[str | None, int]:
+    code = ("import torch; print('%d.%d %d' % (*torch.cuda.get_device_capability(), torch.cuda.device_count()) "
+            "if torch.cuda.is_available() else 'none 0')")
     probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    answer = probe.stdout.strip().splitlines()[-1:] or ["none"]
-    return None if answer[0] == "none" else answer[0]
+    answer = (probe.stdout.strip().splitlines()[-1:] or ["none 0"])[0].split()
+    if len(answer) != 2 or answer[0] == "none":
+        return None, 0
+    return answer[0], int(answer[1])
 
 
 def child_env(capability: str | None) -> dict:
@@ -151,11 +160,11 @@ def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, C
 def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | None = None,
           has_gpu: bool | None = None, sandbox_mode: str = "auto", time_limit: float = TIME_LIMIT,
           build_timeout: float = BUILD_TIMEOUT, case_timeout: float | None = None, tests: tuple[str, ...] = (),
-          keep_work: bool = False) -> Grade:
+          keep_work: bool = False, own_tests: bool = True) -> Grade:
     """Grade `submission` in a new folder under `work` (the temp folder by default), removed at
     the end with every process the grading started. `tests`: fnmatch patterns of the cases to
     run (default all); `case_timeout`: a cap on every case's own time limit; `sandbox_mode`: one
-    of autograder.sandbox.MODES."""
+    of autograder.sandbox.MODES; own_tests: run a package's own tests/ too (reported, no points)."""
     seed = secrets.randbits(62) if seed is None else seed
     deadline = Deadline(time_limit)
     parent = work or tempfile.gettempdir()
@@ -166,7 +175,7 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     sandbox = Sandbox.open(sandbox_mode, root, read_only=[unit.solutions], env=env)
     try:
         result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None,
-                        build_timeout=build_timeout, case_timeout=case_timeout, tests=tests)
+                        build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests)
     finally:
         sandbox.close()
         if not keep_work:
@@ -175,7 +184,8 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
 
 def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, env: dict, deadline: Deadline,
-           has_gpu: bool, *, build_timeout: float, case_timeout: float | None, tests: tuple[str, ...]) -> Grade:
+           has_gpu: bool, *, build_timeout: float, case_timeout: float | None, tests: tuple[str, ...],
+           own_tests: bool) -> Grade:
     result = Grade(unit.name, seed=seed, sandbox=sandbox.describe())
     start = time.perf_counter()
     build_test, built, build_box, source_dir, result.answers = _read_and_build(
@@ -205,8 +215,12 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
         if built is None:
             verdicts.update({i: Verdict(False, "not run: the build failed") for i, _ in cases})
             continue
-        if device == "cuda" and not has_gpu:
+        if device.startswith("cuda") and not has_gpu:
             verdicts.update({i: Verdict(False, "not run: no GPU on the grading machine") for i, _ in cases})
+            continue
+        if device.startswith("cuda:") and int(device.split(":")[1]) >= gpu_count():
+            verdicts.update({i: Verdict(False, f"not run: needs {device}, and the grading machine shows "
+                                               f"{gpu_count()} GPU(s)") for i, _ in cases})
             continue
         ready = []
         for index, case in cases:
@@ -239,9 +253,39 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             fraction=verdict.fraction))
         if verdict.measurements:
             result.perf[case.name] = verdict.measurements
+    if own_tests and built is not None and unit.build == "wheel":
+        result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline))
     result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
+
+
+def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: dict,
+               deadline: Deadline) -> TestResult:
+    """pytest on the package's own tests/ against the installed build, in the sandbox, after
+    every graded case (it may write to the build's folder, which nothing reads after it).
+    Reported for the student and the instructor, worth no points: the student wrote them."""
+    test = TestResult(OWN_TESTS, 0.0, False, "", visibility="visible", tags=(OWN_TESTS, "report"))
+    folder = os.path.join(source_dir, "tests")
+    if not os.path.isdir(folder):
+        test.output = "no tests/ folder in the package"
+        return test
+    timeout = min(OWN_TESTS_TIMEOUT, deadline.left())
+    pytest_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [built.prefix, env.get("PYTHONPATH")]))}
+    command = python_command("-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--color=no", folder)
+    code, log = sandbox.run(command, timeout=timeout, writable=[box], cwd=source_dir, env=pytest_env,
+                            limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+    if "No module named pytest" in log:
+        test.output, test.not_run = "not run: pytest is not installed on the grading machine", True
+        return test
+    lines = log.strip().splitlines()
+    outcomes = [line for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:20]
+    summary = lines[-1] if lines else "no output"
+    if code is None:
+        summary = f"stopped after {timeout:.0f} s"
+    test.passed = code == 0
+    test.output = "\n".join([f"your tests/ (reported, not graded): {summary}", *outcomes])
+    return test
 
 
 def _written(unit: Unit, answers: dict[str, str]) -> list[TestResult]:

@@ -54,8 +54,10 @@ def read(out: str) -> list[Record]:
 
 
 def _groups(records: list[Record]) -> list[str]:
-    """The scored test groups: written answers are worth nothing until graded by hand."""
-    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"] if t.get("tags")} - {WRITTEN})
+    """The scored test groups: written answers are worth nothing until graded by hand, and a
+    package's own tests nothing at all."""
+    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"]
+                   if t.get("tags") and t.get("max_score", 1)} - {WRITTEN})
 
 
 def _written(record: Record) -> list[dict]:

@@ -32,6 +32,7 @@ class Mutant:
     after_exit: bool = False        # graded by the command line; its report is checked after it exits
     time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
     case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
+    min_gpus: int = 0               # what it loses shows only on a machine with this many GPUs
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -61,7 +62,8 @@ def load_file(path: str) -> dict[str, Mutant]:
             entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("says", ""),
             tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
-            entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)))
+            entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),
+            int(entry.get("min_gpus", 0)))
     return found
 
 

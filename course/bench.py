@@ -28,6 +28,8 @@ class Timing:
     spread: float  # (p80 - p20) / median
     reps: int
     host_bound: bool = False  # the host took longer than the GPU on most calls
+    gpu_ms: float = 0.0       # medians of the two times each call is the longer of
+    host_ms: float = 0.0
     # What the latest timed call on each arg set returned: a result is checked after
     # timing, so a fast wrong op cannot pass on a call made outside the loop.
     last_outputs: list = field(default_factory=list, repr=False)
@@ -114,12 +116,16 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     call_ms = _cuda_call_ms if cuda else _cpu_call_ms
     last_outputs: list = [None] * len(arg_sets)
     times: list[float] = []
+    gpu_times: list[float] = []
+    host_times: list[float] = []
     host_bound_calls = 0
     spent = 0.0
     while len(times) < max_reps:
         index = len(times) % len(arg_sets)
         gpu_ms, host_ms, last_outputs[index] = call_ms(fn, arg_sets[index], hold_ms)
         times.append(max(gpu_ms, host_ms))
+        gpu_times.append(gpu_ms)
+        host_times.append(host_ms)
         if cuda and host_ms > gpu_ms:
             host_bound_calls += 1
         spent += times[-1] / 1e3
@@ -128,7 +134,7 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
             if spread < target_spread or spent > budget_s:
                 break
     return Timing(statistics.median(times), _spread(times), len(times), host_bound_calls > len(times) / 2,
-                  last_outputs)
+                  statistics.median(gpu_times), statistics.median(host_times), last_outputs)
 
 
 def _spread(times: list[float]) -> float:
@@ -221,7 +227,12 @@ def format_table(rows: list[Row], ceiling: float | None = None, title: str = "be
                      f"{row.ours_gbs:>10.1f} {torch_ms:>9} {row.baseline_gbs:>11.1f} "
                      f"{speedup:>10} {of_ceiling:>10}  {check}")
     if host_bound:
-        lines.append("* host-bound: the call's Python and launch work took longer than its GPU work")
+        lines.append("* host-bound: the call's Python and launch work took longer than its GPU work; "
+                     "host and GPU ms of such rows:")
+        for row in rows:
+            if row.ours.host_bound or row.baseline.host_bound:
+                lines.append(f"  {row.name:<{width}} ours {row.ours.host_ms:.3f} / {row.ours.gpu_ms:.3f}, "
+                             f"torch {row.baseline.host_ms:.3f} / {row.baseline.gpu_ms:.3f}")
     return "\n".join(lines)
 
 

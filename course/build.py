@@ -200,6 +200,45 @@ def build_wheel(package_dir: str, build_dir: str, *, verbose: bool = False) -> s
     return prefix
 
 
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\] (.*)")
+
+
+def build_progress(line: str) -> str:
+    """A short progress line for one of ninja's steps in a build's output, '' for other lines:
+    "[3/8] compiling layernorm_forward.cu" rather than the whole compiler command."""
+    line = line.strip()  # pip indents its build's output
+    step = _NINJA_STEP.match(line)
+    if step is None:
+        return "nothing to recompile" if line.startswith("ninja: no work to do") else ""
+    source = re.search(r"\s-c\s+(?:-c\s+)?(\S+)", step.group(3))  # torch's commands say `-c -c file`
+    what = f"compiling {os.path.basename(source.group(1))}" if source else "linking"
+    return f"[{step.group(1)}/{step.group(2)}] {what}"
+
+
+def install_editable(package_dir: str, *, echo=print) -> str:
+    """`pip install --no-build-isolation -e package_dir`, offline: the compiled library lands
+    in the package's own folder, beside its Python files. Echoes each compile step; returns
+    the folder to import the package from. pip honours PIP_TARGET (the notebook tests install
+    into a folder of their own instead of the environment's site-packages)."""
+    env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    command = [sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--no-index",
+               "-e", os.path.abspath(package_dir)]
+    if env.get("PIP_TARGET"):
+        command.append("--upgrade")  # a second install replaces the first in the target folder
+    echo(f"pip install --no-build-isolation -e {package_dir}")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        progress = build_progress(line)
+        if progress:
+            echo(progress)
+    if process.wait() != 0:
+        log = "".join(lines)
+        raise BuildError(f"pip install -e failed: {hint_for(log)}", log, first_errors(log))
+    return os.path.abspath(package_dir)
+
+
 def build(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
           extra_cuda_cflags: list[str] = ()) -> Built:
     """Build the unit's files in source_dir, as its plan says, in this process."""

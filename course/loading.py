@@ -158,6 +158,24 @@ def _unload_libraries_under(folder: str) -> None:
             libc.dlclose(handle)  # the reference dlopen just took
             _dlclose(path, handle)  # the one the first load took
         torch.ops.loaded_libraries.discard(path)
+    # A library moved aside (set_aside_libraries) was recorded under the name it was loaded by.
+    for path in [p for p in torch.ops.loaded_libraries if p.startswith(folder + os.sep)]:
+        torch.ops.loaded_libraries.discard(path)
+
+
+def set_aside_libraries(package_dir: str) -> None:
+    """Before an in-place rebuild of a package: move its compiled libraries into build/replaced.
+    pip would write the new one over the old file, which this process may still have mapped
+    (and crash on); a moved file keeps its mapping, and it stays under the package's folder,
+    where import_package unloads it. Older moved files no process maps are removed."""
+    aside = os.path.join(package_dir, "build", "replaced")
+    for old in glob.glob(os.path.join(aside, "*" + LIB_EXT)):
+        if not (os.path.exists("/proc/self/maps") and _mapped(old)):
+            with contextlib.suppress(OSError):
+                os.remove(old)
+    for library in glob.glob(os.path.join(package_dir, "*", "*" + LIB_EXT)):
+        os.makedirs(aside, exist_ok=True)
+        os.replace(library, os.path.join(aside, f"{time.time_ns()}.{os.path.basename(library)}"))
 
 
 def import_package(package: str, prefix: str, namespace: str = ""):
@@ -200,11 +218,16 @@ def load(plan: Plan, built: Built, source_dir: str):
 
 
 def build_and_load(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
-                   extra_cuda_cflags: list[str] = ()):
+                   extra_cuda_cflags: list[str] = (), editable: bool = False):
     """Build and load in this process (the notebook's and the tests' way). Returns (what the
-    tests call, seconds)."""
-    from course.build import build
+    tests call, seconds). editable: a package is installed with `pip install -e` (the
+    notebook's way) rather than built into a wheel (the autograder's)."""
+    from course.build import build, install_editable
 
     start = time.perf_counter()
-    built = build(plan, source_dir, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
+    if editable and plan.build == "wheel":
+        set_aside_libraries(source_dir)
+        built = Built(prefix=install_editable(source_dir))
+    else:
+        built = build(plan, source_dir, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
     return load(plan, built, source_dir), time.perf_counter() - start

@@ -108,7 +108,7 @@ def build_unit(unit: str, files: list[str], build: str = "jit", load: str = "pyb
 
     plan = Plan(unit, build, load, tuple(files), namespace, package)
     try:
-        module, seconds = build_and_load(plan, unit, os.path.join(BUILD_ROOT, unit))
+        module, seconds = build_and_load(plan, unit, os.path.join(BUILD_ROOT, unit), editable=True)
     except BuildError as error:
         print(error.summary)
         for entry in error.errors:

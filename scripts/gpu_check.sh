@@ -10,8 +10,9 @@
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
 #   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05
 #                                              table, BENCH_DTYPES default all three, and ncu) and
-#                                              bias_gelu (day06 against eager and torch.compile);
-#                                              default both
+#                                              bias_gelu (day06 against eager and torch.compile) and
+#                                              layernorm_package (day07 through autograd, and a
+#                                              compiled block); default all three
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
 #                                              keep every cell's output (OUT/notebook_UNIT.txt)
 #
@@ -77,7 +78,7 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    benches="${*:-layernorm bias_gelu}"
+    benches="${*:-layernorm bias_gelu layernorm_package}"
     if [[ " $benches " == *" layernorm "* ]]; then
       python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
       python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
@@ -86,6 +87,10 @@ case "$stage" in
     fi
     if [[ " $benches " == *" bias_gelu "* ]]; then
       python3 bench/bias_gelu.py --markdown "$OUT/bias_gelu.md" 2>&1 | grep -v "^W" | tee "$OUT/bias_gelu.txt"
+    fi
+    if [[ " $benches " == *" layernorm_package "* ]]; then
+      python3 bench/layernorm_package.py --markdown "$OUT/layernorm_package.md" 2>&1 | grep -v "^W" \
+        | tee "$OUT/layernorm_package.txt"
     fi
     ;;
   notebook)

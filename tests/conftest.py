@@ -14,6 +14,20 @@ if "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5"
 
 HAS_GPU = torch.cuda.is_available()
+GPUS = torch.cuda.device_count() if HAS_GPU else 0
+
+
+def absent(device: str) -> bool:
+    """Whether this machine lacks the device a case runs on ("cuda:1" needs two GPUs)."""
+    return device.startswith("cuda") and int(device.partition(":")[2] or 0) >= GPUS
+
+
+def device_marks(device: str) -> list:
+    """A GPU case's marks: `gpu`, and a skip where its GPU is not here (cuda:1 with one)."""
+    marks = [pytest.mark.gpu] if device.startswith("cuda") else []
+    if HAS_GPU and absent(device):
+        marks.append(pytest.mark.skip(reason=f"needs {device}; {GPUS} GPU(s) here"))
+    return marks
 
 
 def pytest_configure(config):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from course.build import libstdcxx_problem
+from course.build import build_progress, libstdcxx_problem
 
 from course.loading import _forget_loaded_module
 
@@ -66,3 +66,13 @@ class _finished_process:
 
     def communicate(self, timeout=None):
         return b"", None
+
+
+def test_a_package_build_shows_one_short_line_per_compile_step():
+    """pip install -e echoes ninja's steps (pip indents them; torch's commands say -c twice)."""
+    assert build_progress("  [2/8] /usr/local/cuda/bin/nvcc -O3 -c /pkg/csrc/forward.cu -o f.o") == \
+        "[2/8] compiling forward.cu"
+    assert build_progress("  [1/8] c++ -MMD -c -c /pkg/csrc/ops.cpp -o /pkg/build/ops.o") == "[1/8] compiling ops.cpp"
+    assert build_progress("[8/8] c++ a.o b.o -shared -o _C.so") == "[8/8] linking"
+    assert build_progress("  ninja: no work to do.") == "nothing to recompile"
+    assert build_progress("  running build_ext") == ""

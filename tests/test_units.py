@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import HAS_GPU
+from conftest import HAS_GPU, device_marks
 from course.authoring import units
 from course.public import run_case
 from helpers import built_unit, cpu_path_has_todo, load_spec
@@ -19,7 +19,7 @@ DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
 def _cases():
     for unit in UNITS:
         for case in load_spec(unit.name).CASES:
-            marks = [getattr(pytest.mark, unit.day)] + ([pytest.mark.gpu] if case.device == "cuda" else [])
+            marks = [getattr(pytest.mark, unit.day)] + device_marks(case.device)
             yield pytest.param(unit, case, id=f"{unit.name}:{case.name}", marks=marks)
 
 

@@ -22,8 +22,11 @@ def run(path: str, workdir: str, timeout: int = 900) -> tuple[bool, nbformat.Not
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": workdir}})
+    # What the notebook pip-installs goes to a folder of the run's own, not this Python's
+    # environment: a package's editable install (day07) would outlive the run.
+    env = dict(os.environ, PIP_TARGET=os.path.join(os.path.abspath(workdir), ".pip_target"))
     try:
-        client.execute()
+        client.execute(env=env)
     except CellExecutionError as error:
         return False, notebook, str(error)
     return True, notebook, ""

@@ -57,6 +57,9 @@ CASES = [
     _case("state_dict_round_trip", "cuda", "state_dict", (8, 4, 16), normalized_shape=(4, 16), checks=(),
           group="package"),
     _case("memory", "cuda", "memory", (64, 256), checks=(), group="package"),
+    # Not run where the grading machine shows one GPU (the report says so).
+    Case("cuda1_on_inputs_gpu", "cuda1_package", "cuda:1", 1.0,  # noqa: F405
+         dict(op="on_inputs_gpu", shape=(96, 768), dtype=FP32), hint=HINTS["on_inputs_gpu"]),
     _error("cpu_error_x_integer", ("x",), x=lambda x: x.round().to(torch.int32)),  # noqa: F405
     _error("cpu_error_weight_dtype", ("weight", "dtype"), gamma=lambda g: g.double()),
     _error("cpu_error_bias_shape", ("bias",), beta=lambda b: b[:-1]),

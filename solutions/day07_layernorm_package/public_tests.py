@@ -15,6 +15,8 @@ the path). A case's inputs name what it runs ("op"):
 - state_dict: nn.LayerNorm's weights loaded into LayerNorm and LayerNorm's into nn.LayerNorm,
   both run;
 - memory: the growth of torch.cuda.memory_allocated over many forward and backward calls;
+- on_inputs_gpu: forward and backward through autograd with every input on the second GPU
+  (cuda:1): every output there too, and right (not run where there is one GPU);
 - perf cases time forward + backward through autograd against F.layer_norm's.
 """
 import importlib
@@ -52,7 +54,7 @@ def make_inputs(case, generator):
     gamma, beta = (t.reshape(shape) for t in random_affine(math.prod(shape), generator))
     inputs = {"op": p["op"], "eps": p.get("eps", EPS), "x": x.to(dtype), "gamma": gamma.to(dtype),
               "beta": beta.to(dtype), "normalized_shape": shape, "affine": p.get("affine", "both")}
-    if p["op"] in ("backward_op", "autograd", "compiled", "memory", "perf"):
+    if p["op"] in ("backward_op", "autograd", "compiled", "memory", "perf", "on_inputs_gpu"):
         inputs["dy"] = random_dy(p["shape"], generator, dtype)
     if p["op"] == "backward_op":
         inputs["mean"], inputs["rstd"] = saved_statistics(inputs["x"])
@@ -159,6 +161,17 @@ def _call_memory(ext, inputs):
     return torch.tensor(True)
 
 
+def _call_on_inputs_gpu(ext, inputs):
+    """The kernels must run on x's GPU, whichever is current: a launch on the current one
+    reads another GPU's memory."""
+    y, dx, dgamma, dbeta = (*_call_forward(ext, inputs)[:1], *_call_autograd(ext, inputs))
+    elsewhere = [name for name, t in zip(("y", "dx", "dweight", "dbias"), (y, dx, dgamma, dbeta))
+                 if t.device != inputs["x"].device]
+    if elsewhere:
+        raise AssertionError(f"x is on {inputs['x'].device}, but {', '.join(elsewhere)} came back elsewhere")
+    return y, dx, dgamma, dbeta
+
+
 def _call_perf(ext, inputs):
     """What users run: forward and backward through autograd."""
     leaves = tuple(inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
@@ -215,6 +228,14 @@ def _autograd_reference(inputs):
     return dx.reshape(inputs["x"].shape), dgamma.reshape(inputs["gamma"].shape), dbeta.reshape(inputs["beta"].shape)
 
 
+def _on_inputs_gpu_reference(inputs):
+    return (_forward_reference(inputs)[0], *_autograd_reference(inputs))
+
+
+def _on_inputs_gpu_tolerance(inputs):
+    return {"y": _forward_tolerance(inputs)["y"], **_backward_tolerance(inputs)}
+
+
 def _block_reference(inputs):
     """The block in float64 with torch's LayerNorm and autograd."""
     x = inputs["x"].double().requires_grad_()
@@ -263,6 +284,8 @@ OPS = {
     "state_dict": Op(_call_state_dict, _state_dict_reference, ("y", "y_torch"), dtypes_like("x", 2),
                      _state_dict_tolerance),
     "memory": flag(_call_memory, "memory_unchanged"),
+    "on_inputs_gpu": Op(nan_filled(_call_on_inputs_gpu), _on_inputs_gpu_reference, ("y", *GRADIENTS),
+                        dtypes_like("x", 4), _on_inputs_gpu_tolerance),
     "perf": Op(_call_perf, lambda inputs: autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"],
                                                                inputs["dy"], inputs["eps"]),
                GRADIENTS, dtypes_like("x", 3), _backward_tolerance),
@@ -284,6 +307,8 @@ HINTS = {
                 "or a fake kernel missing or wrong",
     "state_dict": "name the parameters weight and bias, shaped normalized_shape, as torch.nn.LayerNorm does",
     "memory": "something keeps a tensor alive per call: a static or global list, a tensor saved on the module",
+    "on_inputs_gpu": "launch on x's GPU and its current stream: a c10::cuda::CUDAGuard on x.device() before "
+                     "getCurrentCUDAStream() and the launch",
     "weight_none": "a missing weight counts as ones, a missing bias as zeros",
 }
 

@@ -22,6 +22,9 @@
 // row of over 8192 columns would need over 512 threads, one block to an SM, idle while it
 // waits on its row sums: there a thread takes 32 columns (80 registers) and two blocks of up
 // to 384 threads share an SM.
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "row_math.cuh"
@@ -343,6 +346,32 @@ int64_t resident_blocks(const FusedPlan<T>& plan) {
   return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
 }
 
+// The plan and how many of its blocks fit at once depend only on the GPU and the row, but
+// asking the driver for them (attributes, occupancy) costs microseconds of host time, as much
+// as a whole call of a small shape: each GPU and row length is planned once.
+template <typename T>
+struct FusedLaunch {
+  FusedPlan<T> plan;
+  int64_t resident = 0;
+};
+
+template <typename T>
+FusedLaunch<T> planned_launch(int64_t cols, bool aligned) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int64_t, bool>, FusedLaunch<T>> planned;
+  int device = 0;
+  cudaGetDevice(&device);
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, cols, aligned);
+  auto found = planned.find(key);
+  if (found == planned.end()) {
+    FusedLaunch<T> launch{fused_plan<T>(cols, aligned)};
+    if (launch.plan.launchable) launch.resident = resident_blocks<T>(launch.plan);
+    found = planned.emplace(key, launch).first;
+  }
+  return found->second;
+}
+
 }  // namespace
 
 template <typename T>
@@ -350,11 +379,10 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
   if constexpr (std::is_same_v<T, double>) {
     return 0;  // float64 is for gradcheck, not for speed: version 1 takes it
   } else {
-    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
-    if (rows == 0 || !plan.launchable) return 0;
-    const int64_t needed = (rows + plan.rows.rows_per_block - 1) / plan.rows.rows_per_block;
-    const int64_t resident = resident_blocks<T>(plan);
-    return needed < resident ? needed : resident;
+    const FusedLaunch<T> launch = planned_launch<T>(cols, aligned);
+    if (rows == 0 || !launch.plan.launchable) return 0;
+    const int64_t needed = (rows + launch.plan.rows.rows_per_block - 1) / launch.plan.rows.rows_per_block;
+    return needed < launch.resident ? needed : launch.resident;
   }
 }
 
@@ -367,7 +395,7 @@ cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* ga
   const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
   if (blocks == 0) return cudaErrorInvalidValue;  // the caller asks layernorm_backward_fused_blocks first
   if constexpr (!std::is_same_v<T, double>) {
-    const FusedPlan<T> plan = fused_plan<T>(cols, aligned);
+    const FusedPlan<T> plan = planned_launch<T>(cols, aligned).plan;
     acc_type_t<T>* partial_dgamma = partials;
     acc_type_t<T>* partial_dbeta = partials + blocks * cols;
     plan.kernel<<<static_cast<int>(blocks), dim3(plan.rows.threads_per_row, plan.rows.rows_per_block),

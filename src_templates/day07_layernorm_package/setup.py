@@ -14,6 +14,17 @@ from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 
 os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "7.5;8.0;8.6;8.9;9.0+PTX")
 
+
+
+class BuildExtensionKeepingObjects(BuildExtension):
+    """pip builds in a new temporary folder each time, so a one-line edit would recompile every
+    file. With the objects kept in build/objects, ninja recompiles only the files that changed."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.build_temp = os.path.join("build", "objects")
+
+
 # No -std flag: BuildExtension picks the C++ standard the installed torch's headers need.
 # -fno-gnu-unique: g++ marks some template statics (those of an optional Tensor argument) as
 # unique across the process, and a library that has one can never be unloaded; without them a
@@ -28,5 +39,5 @@ setup(
             extra_compile_args={"cxx": ["-O3", "-fno-gnu-unique"], "nvcc": ["-O3", "-lineinfo"]},
         )
     ],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtensionKeepingObjects},
 )

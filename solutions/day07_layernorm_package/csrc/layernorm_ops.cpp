@@ -259,6 +259,7 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
     ctx->save_for_backward({x, w, mean, rstd});
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
     ctx->mark_non_differentiable({mean, rstd});
+    ctx->set_materialize_grads(false);  // no zeros made for mean's and rstd's gradients: they have none
     return {y, mean, rstd};
   }
 

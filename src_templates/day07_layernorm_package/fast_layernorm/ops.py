@@ -29,6 +29,9 @@ def _backward_fake(dy, x, weight, mean, rstd):
                               "dtype: dx shaped like x, dweight and dbias of shape [D]")
 
 
+_forward = torch.ops.fast_layernorm.forward.default  # looked up once: each call costs host time
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps) by the operator:
     the trailing dimensions of normalized_shape are flattened into one row of D elements."""
@@ -37,12 +40,12 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     normalized_shape = tuple(normalized_shape)
     if len(normalized_shape) == 1 and x.dim() >= 1 and x.shape[-1] == normalized_shape[0]:
         # Rows are already the last dimension: no views, whose autograd nodes cost host time.
-        return torch.ops.fast_layernorm.forward.default(x, weight, bias, eps)[0]
+        return _forward(x, weight, bias, eps)[0]
     if not normalized_shape or tuple(x.shape[x.dim() - len(normalized_shape):]) != normalized_shape:
         raise ValueError(f"layer_norm: normalized_shape must be a non-empty tuple ending x's shape {tuple(x.shape)}, "
                          f"got {normalized_shape}")
     cols = math.prod(normalized_shape)
     rows = x.reshape(*x.shape[:x.dim() - len(normalized_shape)], cols)
     flat = [None if p is None else p.reshape(cols) for p in (weight, bias)]
-    y, _, _ = torch.ops.fast_layernorm.forward.default(rows, flat[0], flat[1], eps)
+    y, _, _ = _forward(rows, flat[0], flat[1], eps)
     return y.reshape(x.shape)
