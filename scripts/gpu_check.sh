@@ -12,7 +12,8 @@
 #                                              table, BENCH_DTYPES default all three, and ncu) and
 #                                              bias_gelu (day06 against eager and torch.compile) and
 #                                              layernorm_package (day07 through autograd, and a
-#                                              compiled block); default all three
+#                                              compiled block) and triton_basics (day08's vector
+#                                              add and softmax); default all four
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
 #                                              keep every cell's output (OUT/notebook_UNIT.txt)
 #
@@ -54,7 +55,7 @@ case "$stage" in
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
     # -v names each test as it ends: a run stopped at its time limit still says what passed.
     # The timer's own GPU tests calibrate a sleep kernel: another worker's kernels would skew it.
-    timed='(test_reference_gets_full_marks and (day05 or day06 or day07)) or (test_solution_passes and cuda_perf) or naive_block_per_row or test_gpu_time_leaves_out or test_host_bound_call'
+    timed='(test_reference_gets_full_marks and (day05 or day06 or day07 or day08)) or (test_solution_passes and cuda_perf) or naive_block_per_row or test_gpu_time_leaves_out or test_host_bound_call'
     select="${SELECT:-test}"
     python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
       2>&1 | tee "$OUT/pytest_timed.txt"
@@ -78,7 +79,7 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    benches="${*:-layernorm bias_gelu layernorm_package}"
+    benches="${*:-layernorm bias_gelu layernorm_package triton_basics}"
     if [[ " $benches " == *" layernorm "* ]]; then
       python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
       python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
@@ -91,6 +92,9 @@ case "$stage" in
     if [[ " $benches " == *" layernorm_package "* ]]; then
       python3 bench/layernorm_package.py --markdown "$OUT/layernorm_package.md" 2>&1 | grep -v "^W" \
         | tee "$OUT/layernorm_package.txt"
+    fi
+    if [[ " $benches " == *" triton_basics "* ]]; then
+      python3 bench/triton_basics.py --markdown "$OUT/triton_basics.md" 2>&1 | grep -v "^W" | tee "$OUT/triton_basics.txt"
     fi
     ;;
   notebook)

@@ -21,6 +21,16 @@ def built_unit(name: str, kind: str, root: str):
     return _built[key]
 
 
+def skip_without_gpu_if_gpu_only(unit) -> None:
+    """Skip where there is no GPU and every case of the unit needs one (Triton units): there is
+    nothing of theirs to run on the CPU."""
+    import pytest
+    import torch
+
+    if not torch.cuda.is_available() and all(case.device != "cpu" for case in unit.tests().CASES):
+        pytest.skip(f"every case of {unit.name} runs on a GPU")
+
+
 def load_spec(name: str, public_only: bool = False):
     return units.load(name).tests(hidden=not public_only)
 

@@ -7,6 +7,7 @@ import torch
 
 from course.authoring import units
 from course.authoring.run_notebook import outputs_text, run
+from helpers import skip_without_gpu_if_gpu_only
 
 pytestmark = pytest.mark.notebook
 UNITS = [u.name for u in units.all_units()]
@@ -26,6 +27,7 @@ def profiled_metrics(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("name", UNITS)
 def test_student_notebook_stops_at_the_public_tests_with_todo_messages(name, tmp_path):
+    skip_without_gpu_if_gpu_only(units.load(name))
     ok, notebook, error = run(os.path.join(units.REPO, "notebooks", f"{name}.ipynb"), str(tmp_path))
     text = outputs_text(notebook)
     assert not ok and "PublicTestsFailed" in error, error[-2000:]
@@ -35,6 +37,7 @@ def test_student_notebook_stops_at_the_public_tests_with_todo_messages(name, tmp
 
 @pytest.mark.parametrize("name", UNITS)
 def test_instructor_notebook_runs_to_the_end(name, tmp_path):
+    skip_without_gpu_if_gpu_only(units.load(name))
     ok, notebook, error = run(os.path.join(units.REPO, "notebooks", "instructor", f"{name}.ipynb"), str(tmp_path))
     text = outputs_text(notebook)
     assert ok, error[-3000:]

@@ -55,5 +55,8 @@ def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
         low = {k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                for k, v in inputs.items()}
         lower = _cast(op.reference(low), dtypes)
-        if any(e.is_floating_point() for e in expected):
+        # Where rounding the inputs to bf16 changes no output (a softmax of one column is 1),
+        # there is no bf16 error for the tolerance to catch.
+        differs = any(not torch.equal(a.double(), e.double()) for a, e in zip(lower, expected))
+        if differs and any(e.is_floating_point() for e in expected):
             assert not _judge_outputs(spec, case, inputs, lower).passed, "a bf16 computation passed"

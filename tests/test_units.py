@@ -10,7 +10,7 @@ import pytest
 from conftest import HAS_GPU, device_marks
 from course.authoring import units
 from course.public import run_case
-from helpers import built_unit, cpu_path_has_todo, load_spec
+from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only
 
 UNITS = [u for u in units.all_units() if u.has_tests()]
 DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
@@ -35,6 +35,7 @@ def test_template_builds_and_fails_with_todo_messages(unit, build_root):
     """A case fails naming a TODO where one stands on its path, and passes otherwise: the
     template never gives a wrong answer. Every unit leaves CUDA TODOs; a CPU path without a C++
     TODO runs (days whose CPU code is given)."""
+    skip_without_gpu_if_gpu_only(unit)
     module, _ = built_unit(unit.name, "template", build_root)
     spec = load_spec(unit.name)
     blocked = {"cuda": True, "cpu": cpu_path_has_todo(unit)}
@@ -101,6 +102,7 @@ def test_rebuilding_in_the_same_process_runs_the_new_code(unit, tmp_path):
     Python process and folder. The second module must be the new code, with no old TODOs."""
     from course.loading import build_and_load
 
+    skip_without_gpu_if_gpu_only(unit)
     spec = load_spec(unit.name)
     cases = [c for c in spec.CASES if c.device in DEVICES and c.kind == "values"]
     unit.write("template", str(tmp_path / "src"))

@@ -1,0 +1,61 @@
+"""Row-wise softmax in Triton, numerically stable, computed in float32:
+
+    y_j = exp(x_j - m) / sum_k exp(x_k - m),   m = max_k x_k
+
+Subtracting the row's max changes nothing in exact arithmetic and keeps exp from overflowing:
+every exponent is <= 0. A row of -inf only has no max to subtract: -inf - (-inf) is NaN, and
+so is its softmax, as in torch.
+
+Version 1, softmax_kernel: one program holds a whole row (up to MAX_BLOCK columns) in
+registers: x is read once and y written once, the least any softmax can move.
+Version 2, softmax_long_rows_kernel: a longer row is read in blocks. A first pass keeps, per
+lane, a running max m and a running sum s of exp(x - m); when the max grows to m', the sum so
+far is rescaled by exp(m - m'). The lanes' sums are then brought to the row's max and added,
+and a second pass writes y: x is read twice.
+"""
+import torch
+import triton
+import triton.language as tl
+
+MAX_BLOCK = 16384       # columns one program holds in registers (version 1)
+LONG_ROW_BLOCK = 4096   # columns a program reads at a time in version 2
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(axis=0)
+    offsets = tl.arange(0, BLOCK)
+    pass  # TODO(day08): load the row (masked, -inf past the end) in float32, subtract its max, exp, divide by the sum, store
+
+
+@triton.jit
+def softmax_long_rows_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
+    row = tl.program_id(axis=0)
+    x_row, y_row = x_ptr + row * x_row_stride, y_ptr + row * y_row_stride
+    pass  # TODO(day08): pass 1, running max and rescaled sum per lane; combine the lanes; pass 2, write exp(x - max) / sum
+
+
+def _warps(block: int) -> int:
+    """Enough threads that each holds at most 16 of the row's elements, 4 to 16 warps."""
+    return min(16, max(4, block // (32 * 16)))
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """torch.softmax(x, dim=-1) for a float16, bfloat16 or float32 CUDA tensor of any shape."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError("softmax: x must be a tensor")
+    if not x.is_cuda:
+        raise ValueError(f"softmax: x must be a CUDA tensor (Triton runs on the GPU), got one on {x.device}")
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise ValueError(f"softmax: x must have dtype float16, bfloat16 or float32, got {x.dtype}")
+    if x.dim() == 0:
+        raise ValueError("softmax: x must have at least one dimension (its rows are the last)")
+    cols = x.shape[-1]
+    # Rows may lie any distance apart (x_row_stride); within a row the kernel reads consecutive
+    # elements. Any other layout is copied into one first.
+    rows = x if x.dim() == 2 and x.stride(-1) == 1 else x.contiguous().reshape(-1, cols)
+    y = torch.empty_like(rows)
+    raise NotImplementedError("TODO(day08): softmax.py, softmax: one program per row, softmax_kernel with BLOCK = "
+                              "triton.next_power_of_2(cols) up to MAX_BLOCK, softmax_long_rows_kernel above it, "
+                              "no launch for an empty x; then write both kernels")
+    return y.reshape(x.shape)
