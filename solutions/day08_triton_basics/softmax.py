@@ -32,7 +32,7 @@ def softmax_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLOCK: tl.con
     y = numerator / tl.sum(numerator, axis=0)
     tl.store(y_ptr + row * y_row_stride + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
     # STUB
-    pass  # TODO(day08): load the row (masked, -inf past the end) in float32, subtract its max, exp, divide by the sum, store
+    pass  # TODO(day08): load the row (masked, -inf past its end) in float32; exp(x - max) / sum; store
     # END SOLUTION
 
 
@@ -60,7 +60,7 @@ def softmax_long_rows_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLO
         y = tl.exp(x - row_max) / total
         tl.store(y_row + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
     # STUB
-    pass  # TODO(day08): pass 1, running max and rescaled sum per lane; combine the lanes; pass 2, write exp(x - max) / sum
+    pass  # TODO(day08): pass 1, a running max and rescaled sum per lane; combine lanes; pass 2 writes y
     # END SOLUTION
 
 

@@ -25,14 +25,14 @@ LONG_ROW_BLOCK = 4096   # columns a program reads at a time in version 2
 def softmax_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
     row = tl.program_id(axis=0)
     offsets = tl.arange(0, BLOCK)
-    pass  # TODO(day08): load the row (masked, -inf past the end) in float32, subtract its max, exp, divide by the sum, store
+    pass  # TODO(day08): load the row (masked, -inf past its end) in float32; exp(x - max) / sum; store
 
 
 @triton.jit
 def softmax_long_rows_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLOCK: tl.constexpr):
     row = tl.program_id(axis=0)
     x_row, y_row = x_ptr + row * x_row_stride, y_ptr + row * y_row_stride
-    pass  # TODO(day08): pass 1, running max and rescaled sum per lane; combine the lanes; pass 2, write exp(x - max) / sum
+    pass  # TODO(day08): pass 1, a running max and rescaled sum per lane; combine lanes; pass 2 writes y
 
 
 def _warps(block: int) -> int:
