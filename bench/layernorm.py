@@ -127,7 +127,7 @@ def main() -> None:
         ("every output right after timing", not any(r.wrong for r in forward + backward + autograd)),
     ]
     lines = [f"backward geometric mean speed-up: {geomean([r.speedup for r in backward]):.2f}x",
-             *[f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]]
+             *bench.target_lines(targets)]
     print("\n" + "\n".join(lines))
     if args.markdown:
         bench.write_markdown(args.markdown, tables, lines)

@@ -122,16 +122,12 @@ def main() -> None:
                                                     "F.layer_norm"),
               bench.format_table(blocks, None, "torch.compile(fullgraph=True) block, forward + backward: "
                                                "fast_layernorm.LayerNorm vs nn.LayerNorm")]
-    print("\n\n".join(tables))
     targets = [
         ("through autograd >= 1.0x torch at every shape and dtype", all(r.speedup >= 1.0 for r in autograd)),
         ("compiled block no slower than with nn.LayerNorm (>= 1.0x)", all(r.speedup >= 1.0 for r in blocks)),
         ("every output right after timing", not any(r.wrong for r in autograd + blocks)),
     ]
-    lines = [f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]
-    print("\n" + "\n".join(lines))
-    if args.markdown:
-        bench.write_markdown(args.markdown, tables, lines)
+    bench.report(tables, targets, args.markdown)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,6 @@ def main() -> None:
     softmaxes = [softmax_row(ext, cols, dtype, ceiling) for dtype in dtypes for cols in SOFTMAX_COLS]
     tables = [bench.format_table(adds, ceiling, "vector add: ours vs x + y"),
               bench.format_table(softmaxes, ceiling, "softmax: ours vs torch.softmax")]
-    print("\n\n".join(tables))
     at_4096 = [r for r in softmaxes if r.d == 4096]
     targets = [
         ("softmax >= 0.85 of the ceiling at 16384x4096", all(r.of_ceiling >= 0.85 for r in at_4096)),
@@ -65,10 +64,7 @@ def main() -> None:
         ("vector add >= 0.95x torch", all(r.speedup >= 0.95 for r in adds)),
         ("every output right after timing", not any(r.wrong for r in adds + softmaxes)),
     ]
-    lines = [f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]
-    print("\n" + "\n".join(lines))
-    if args.markdown:
-        bench.write_markdown(args.markdown, tables, lines)
+    bench.report(tables, targets, args.markdown)
 
 
 if __name__ == "__main__":

@@ -263,6 +263,19 @@ def plot_gbs(rows: list[Row], path: str | None = None):
     return figure
 
 
+def target_lines(targets: list[tuple[str, bool]]) -> list[str]:
+    """A bench's targets, (what, met), as the lines that end its report."""
+    return [f"  {'met   ' if met else 'MISSED'} {text}" for text, met in targets]
+
+
+def report(tables: list[str], targets: list[tuple[str, bool]], markdown: str | None = None) -> None:
+    """Print a bench's tables and its targets, each met or missed; also as markdown to a file."""
+    lines = target_lines(targets)
+    print("\n\n".join(tables) + "\n\n" + "\n".join(lines))
+    if markdown:
+        write_markdown(markdown, tables, lines)
+
+
 def write_markdown(path: str, tables: list[str], lines: list[str]) -> None:
     """A bench's tables and closing lines (its targets) as one code block, for docs/performance.md."""
     with open(path, "w") as handle:
