@@ -169,6 +169,7 @@ CASES = [
     _case("softmax", torch.float16, (33, 4096)),
     _case("softmax", torch.float32, (4, 20000), "long_rows", hint=HINTS["long"]),
     _case("softmax", torch.float32, (16, 300), "neg_inf", neg_inf=True, neg_inf_row=True, hint=HINTS["neg_inf"]),
+    _case("softmax", torch.float32, (8, 1000), "huge", scale=300.0, hint=HINTS["huge"]),
     _error("cuda_error_add_shape", ("y", "shape"), y=lambda y: y[:, :-1]),
     _error("cuda_error_softmax_on_cpu", ("x", "CUDA"), op="softmax", x=lambda x: x.cpu()),
     _perf("add", torch.float32, ADD_PERF_SHAPE),
