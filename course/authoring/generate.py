@@ -5,7 +5,8 @@
     python -m course.authoring.generate --repo DIR   another course folder (DIR/solutions/...)
 
 For each unit: src_templates/<unit>/ (starter sources), notebooks/<unit>.ipynb
-(student) and notebooks/instructor/<unit>.ipynb (solutions filled in).
+(student), notebooks/instructor/<unit>.ipynb (solutions filled in) and, for the instructor
+kit, docs/instructor/<unit>_mistakes.md (its mutants: the mistake, the tests lost, the hints).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import sys
 import nbformat
 
 from course.authoring import units
+from course.authoring.mistakes import mistakes_path, mistakes_text
 from course.notebook import SOURCE_MAGIC, UNITS_DIR
 from course.authoring.units import Unit
 
@@ -161,6 +163,9 @@ def generated_files(unit: Unit) -> dict[str, str]:
     files = {os.path.join(unit.repo, "src_templates", unit.name, f): unit.template(f) for f in unit.files}
     for path, solved in notebook_paths(unit).items():
         files[path] = nbformat.writes(lesson_cells(unit, solved)) + "\n"
+    mistakes = mistakes_text(unit)
+    if mistakes:
+        files[mistakes_path(unit)] = mistakes
     _check_stubs(unit)
     return files
 
