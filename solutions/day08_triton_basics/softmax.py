@@ -64,9 +64,10 @@ def softmax_long_rows_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLO
     # END SOLUTION
 
 
-def _warps(block: int) -> int:
-    """Enough threads that each holds at most 16 of the row's elements, 4 to 16 warps."""
-    return min(16, max(4, block // (32 * 16)))
+def _warps(block: int, element_size: int) -> int:
+    """Warps for a program holding `block` elements: enough that each thread holds about 32 bytes
+    of the row (two 16-byte loads in flight), from 1 warp to 16."""
+    return min(16, max(1, block * element_size // (32 * 32)))
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -90,10 +91,11 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     block = triton.next_power_of_2(cols)
     if block <= MAX_BLOCK:
         softmax_kernel[(rows.shape[0],)](rows, y, cols, rows.stride(0), y.stride(0), BLOCK=block,
-                                         num_warps=_warps(block))
+                                         num_warps=_warps(block, x.element_size()))
     else:
         softmax_long_rows_kernel[(rows.shape[0],)](rows, y, cols, rows.stride(0), y.stride(0),
-                                                   BLOCK=LONG_ROW_BLOCK, num_warps=_warps(LONG_ROW_BLOCK))
+                                                   BLOCK=LONG_ROW_BLOCK,
+                                                   num_warps=_warps(LONG_ROW_BLOCK, x.element_size()))
     # STUB
     raise NotImplementedError("TODO(day08): softmax.py, softmax: one program per row, softmax_kernel with BLOCK = "
                               "triton.next_power_of_2(cols) up to MAX_BLOCK, softmax_long_rows_kernel above it, "
