@@ -33,6 +33,7 @@ from course.judge import Verdict, judge, needs_not_met
 
 BUILD_TIMEOUT = 600
 OWN_TESTS_TIMEOUT = 300
+OWN_TESTS_LINE = 300  # characters of one line of the package's pytest output kept in the report
 OWN_TESTS = "own_tests"  # the tag of a package's own tests in results.json: reported, worth no points
 TIME_LIMIT = 3600  # the whole grading: build, every test, the children's starts
 CPUS = max(1, os.cpu_count() or 1)
@@ -277,8 +278,9 @@ def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: d
         test.output, test.not_run = "not run: pytest is not installed on the grading machine", True
         return test
     lines = log.strip().splitlines()
-    outcomes = [line for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:20]
-    summary = lines[-1] if lines else "no output"
+    # The student's own text, shown in the report: a bounded amount of it.
+    outcomes = [line[:OWN_TESTS_LINE] for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:20]
+    summary = lines[-1][:OWN_TESTS_LINE] if lines else "no output"
     if code is None:
         summary = f"stopped after {timeout:.0f} s"
     test.passed = code == 0
