@@ -32,7 +32,8 @@ def test_generated_files_come_from_the_unit_folders_alone(course):
             assert os.path.exists(os.path.join(course, "src_templates", name, file))
         for notebook in (f"notebooks/{name}.ipynb", f"notebooks/instructor/{name}.ipynb"):
             assert os.path.exists(os.path.join(course, notebook))
-    assert sorted(os.listdir(course)) == ["notebooks", "solutions", "src_templates"]
+        assert os.path.exists(os.path.join(course, "docs", "instructor", f"{name}_mistakes.md"))
+    assert sorted(os.listdir(course)) == ["docs", "notebooks", "solutions", "src_templates"]
 
 
 @pytest.mark.notebook
