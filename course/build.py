@@ -23,7 +23,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-EXTRA_CFLAGS = ["-O3"]
+# -fno-gnu-unique: g++ makes some template statics (those of an optional Tensor argument)
+# "unique" symbols, and a library defining one can never be unloaded: a rebuilt operator
+# library could then not replace the old one in the same process.
+EXTRA_CFLAGS = ["-O3", "-fno-gnu-unique"]
 EXTRA_CUDA_CFLAGS = ["-O3", "-lineinfo"]
 LIB_EXT = ".so"
 BUILD_KINDS = ("jit", "wheel", "none")

@@ -109,6 +109,18 @@ def _own_kernel_problem(spec, case: Case, result: dict) -> str:
     return ""
 
 
+def _exact_share_problem(op, name: str, got: torch.Tensor, expected: torch.Tensor) -> str:
+    """'' unless `name` must equal the reference on a least share of its elements and does not."""
+    least = dict(op.exact_share).get(name)
+    if least is None or got.numel() == 0:
+        return ""
+    equal = (got.double() == expected.double()).double().mean().item()
+    if equal >= least:
+        return ""
+    return (f"{name}: {equal:.4%} of its {got.numel()} elements equal the reference exactly; at least {least:.1%} "
+            "must (only a near tie may round the other way)")
+
+
 def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
     """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing."""
     op = op_for(spec, inputs)
@@ -123,7 +135,7 @@ def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
         if got.dtype != dtype:
             problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
             continue
-        mismatch = describe_mismatch(name, got, exp, atol, rtol)
+        mismatch = describe_mismatch(name, got, exp, atol, rtol) or _exact_share_problem(op, name, got, exp)
         if mismatch:
             problems.append(mismatch)
             if got.shape == exp.shape:

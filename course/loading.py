@@ -118,6 +118,7 @@ def load_ops_library(namespace: str, library: str):
 
     if namespace in _loaded_ops:
         handle, path = _loaded_ops.pop(namespace)
+        _drop_python_registrations(namespace)  # before their operators go with the library
         _dlclose(path, handle._handle)
         _drop_ops_namespace(namespace)
     copy = _fresh_copy(namespace, library)

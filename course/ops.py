@@ -22,6 +22,9 @@ class Op:
     outputs: tuple[str, ...]  # the outputs' names, in order: what a mismatch message calls them
     dtypes: Callable          # (inputs) -> tuple of the dtypes the outputs must have
     tolerance: Callable       # (inputs) -> one Tolerance for every output, or {output name: Tolerance}
+    exact_share: tuple[tuple[str, float], ...] = ()  # (output, least share of its elements equal to the
+                                                     # reference): integer outputs whose tolerance allows a
+                                                     # near tie to round either way, but only rarely
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)

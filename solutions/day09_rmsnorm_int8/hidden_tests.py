@@ -1,0 +1,89 @@
+"""day09 hidden cases: graded by the autograder, never shown to students. A test is visible
+if and only if public_tests.py defines it."""
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED
+
+from .public_tests import *  # noqa: F403 - the ops, their inputs and the public cases
+from .public_tests import (AUTOGRAD_PERF_SHAPE, BF16, CASES as PUBLIC_CASES, FP16, FP32, FP64, HINTS,
+                           QUANT_PERF_HINT, QUANT_PERF_SHAPE, case, compiled, error, opcheck, perf)
+
+
+def _gpu_cases(backend):
+    """The same catalogue for both GPU backends."""
+    return [
+        # ---- rms_norm ----
+        *[case("forward", backend, dtype, (64, 1000), "tail", hint=HINTS["tail"]) for dtype in (FP32, BF16)],
+        case("forward", backend, FP32, (300, 257), "poisoned", checks=(POISON,)),
+        case("forward", backend, FP16, (4, 16384), "d16384"),
+        case("forward", backend, FP32, (8, 1), "d1"),
+        case("forward", backend, FP32, (0, 64), "empty"),
+        case("forward", backend, FP32, (32, 512), "no_weight", has_weight=False),
+        case("forward", backend, FP32, (48, 64), "transposed", transposed=True),
+        case("backward_op", backend, BF16, (128, 4096)),
+        case("backward_op", backend, FP32, (1000, 300), "tail", hint=HINTS["tail"]),
+        case("autograd", backend, BF16, (64, 2048)),
+        case("autograd", backend, FP16, (3, 5, 768), "3d"),
+        case("autograd", backend, FP32, (16, 96), "no_weight", has_weight=False),
+        # ---- rms_norm + INT8 ----
+        *[case("quant", backend, dtype, (128, 4096)) for dtype in (FP32, FP16)],
+        case("quant", backend, BF16, (37, 777), "tail", hint=HINTS["tail"]),
+        case("quant", backend, FP32, (8, 1), "d1"),
+        case("quant", backend, BF16, (4, 16384), "d16384"),
+        case("quant", backend, FP32, (1, 4096), "one_row"),
+        case("quant", backend, FP32, (0, 64), "empty"),
+        case("quant", backend, FP16, (16, 512), "zero_rows", zero_rows=True, hint=HINTS["zeros"]),
+        case("quant", backend, FP32, (16, 2048), "huge", huge=True),
+        case("quant", backend, FP32, (48, 64), "transposed", transposed=True),
+        case("quant", backend, BF16, (2, 3, 768), "3d"),
+        case("quant", backend, FP32, (64, 64), "ties", ties=True, hint=HINTS["ties"]),
+        case("quant", backend, BF16, (64, 64), "ties", ties=True, hint=HINTS["ties"]),
+        case("quant", backend, FP32, (300, 257), "poisoned", checks=(POISON,)),
+        case("quant", backend, FP32, (64, 512), "no_cached_results", checks=(ROTATED,)),
+        case("quant", backend, BF16, (64, 512), "own_code", checks=(INPUTS_UNCHANGED, OWN_KERNEL)),
+        case("residual", backend, FP32, (32, 4096)),
+        case("residual", backend, FP16, (16, 512), "zero_rows", zero_rows=True, hint=HINTS["zeros"]),
+        case("residual", backend, BF16, (8, 16384), "d16384"),
+        # ---- registration ----
+        opcheck(backend, "rms_norm"),
+        opcheck(backend, "rms_norm_quant", FP16),
+        opcheck(backend, "add_rms_norm_quant", BF16),
+        # ---- arguments refused ----
+        error(f"{backend}_error_weight_shape", ("weight",), backend=backend, weight=lambda w: w[:-1]),
+        error(f"{backend}_error_weight_dtype", ("weight",), backend=backend, weight=lambda w: w.double()),
+        error(f"{backend}_error_residual_not_contiguous", ("residual", "contiguous"), op="residual",
+              backend=backend, residual=lambda r: r.t().contiguous().t()),
+        error(f"{backend}_error_x_float64", ("x",), backend=backend, x=lambda x: x.double(),
+              weight=lambda w: w.double()),
+        error(f"{backend}_error_d_too_long", ("D", "16384"), backend=backend,
+              x=lambda x: x.new_zeros(2, 16385), weight=lambda w: w.new_zeros(16385)),
+    ]
+
+
+CASES = [
+    *PUBLIC_CASES,
+    # ---- the C++ op's CPU kernels ----
+    case("forward", "cuda", FP64, (3, 5, 96), "3d", device="cpu"),
+    case("forward", "cuda", FP32, (16, 64), "no_weight", device="cpu", has_weight=False),
+    case("backward_op", "cuda", FP32, (64, 256), device="cpu"),
+    case("autograd", "cuda", FP64, (16, 48), device="cpu"),
+    case("quant", "cuda", BF16, (37, 777), "tail", device="cpu"),
+    case("quant", "cuda", FP32, (16, 512), "zero_rows", device="cpu", zero_rows=True, hint=HINTS["zeros"]),
+    case("quant", "cuda", FP32, (0, 64), "empty", device="cpu"),
+    case("residual", "cuda", BF16, (16, 300), device="cpu"),
+    opcheck("cuda", "rms_norm", device="cpu"),
+    opcheck("cuda", "rms_norm_quant", device="cpu"),
+    compiled("cuda", device="cpu"),
+    error("cpu_error_weight_shape", ("weight",), device="cpu", weight=lambda w: w[:-1]),
+    error("cpu_error_residual_not_contiguous", ("residual", "contiguous"), op="residual", device="cpu",
+          residual=lambda r: r.t().contiguous().t()),
+    # ---- the GPU backends ----
+    *_gpu_cases("cuda"),
+    compiled("cuda"),
+    *_gpu_cases("triton"),
+    error("triton_error_x_on_cpu", ("x", "CUDA"), backend="triton", x=lambda x: x.cpu()),
+    # ---- timed ----
+    perf("perf_quant", "cuda", FP16, QUANT_PERF_SHAPE, 4.0, 1.0, hint=QUANT_PERF_HINT),
+    perf("perf_autograd", "cuda", BF16, AUTOGRAD_PERF_SHAPE, 1.0, 0.5,
+         hint="time forward and backward apart: is either below the copy ceiling's pace?"),
+    perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE, 1.0, 0.5,
+         hint="time forward and backward apart: is either below the copy ceiling's pace?"),
+]

@@ -1,0 +1,110 @@
+// RMSNorm backward: dx, and dw's sums over rows, in one pass.
+//
+// With x̂ = x · rstd (rstd saved by the forward) and g = dy · w:
+//   dx_j = rstd · (g_j − x̂_j · mean(g · x̂))      one sum over the row
+//   dw_j = Σ_rows dy_j · x̂_j                      a sum over the column
+//
+// As in day05's fused backward, a block walks a strip of rows, and each thread owns the same
+// columns of every row it visits: it computes dx for them, and adds dy · x̂ to running sums of
+// its columns. Here the running sums stay in registers (16 columns a thread: 16 floats), and
+// at the end each row group of the block writes them as one row of partial sums, which the
+// caller adds up (a [groups, D] sum: small next to x). x and dy are read once, and no atomics
+// run, so the sums' order is fixed and results repeat bit for bit.
+#include "rmsnorm_row.cuh"
+
+namespace {
+
+template <typename T, int kVec, int kVecsPerThread>
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
+rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                         const float* __restrict__ rstd, T* __restrict__ dx, float* __restrict__ dw_partials,
+                         int64_t rows, int cols) {
+  using Vec = AlignedVector<T, kVec>;
+  const int vecs = cols / kVec;
+  const Vec* w_vecs = reinterpret_cast<const Vec*>(w);
+  float dw_sums[kVecsPerThread][kVec] = {};
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
+       first_row += row_step) {
+    const int64_t row = first_row + threadIdx.y;
+    const bool active = row < rows;  // an idle thread stays for the row sums, adding zeros
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
+    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
+    const float row_rstd = active ? rstd[row] : 0.0f;
+
+    // TODO(day09): hold this thread's vectors of x and dy in registers; sum g * x̂ over the row
+    // (row_reduce_sum) while adding dy * x̂ to dw_sums[k][e]; then dx = rstd * (g - x̂ * mean(g * x̂))
+    (void)x_row, (void)dy_row, (void)dx_row, (void)row_rstd, (void)vecs, (void)w_vecs;
+  }
+
+  // This row group's partial row: its thread t holds columns (k · blockDim.x + t) · kVec + e.
+  float* partial = dw_partials + (static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * cols;
+#pragma unroll
+  for (int k = 0; k < kVecsPerThread; ++k) {
+    const int v = k * blockDim.x + threadIdx.x;
+    if (v < vecs) {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) partial[v * kVec + e] = dw_sums[k][e];
+    }
+  }
+}
+
+template <typename T>
+struct BackwardKernel {
+  template <int kVec, int kVecs>
+  struct Instance {
+    static auto get() { return &rms_norm_backward_kernel<T, kVec, kVecs>; }
+  };
+};
+
+// Enough row groups to fill the GPU (each thread then walks several rows), and no more:
+// each one writes a row of partial sums.
+template <typename T>
+int64_t blocks_for(const RowPlan& plan, int64_t rows) {
+  int device = 0, sms = 0, per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for<T, BackwardKernel<T>::template Instance>(plan),
+                                                plan.threads_per_row * plan.rows_per_block, 0);
+  const int64_t groups = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+  const int64_t full = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  return groups < full ? groups : full;
+}
+
+bool backward_aligned(const void* dy, const void* x, const void* w, const void* dx) {
+  return is_aligned(dy) && is_aligned(x) && (w == nullptr || is_aligned(w)) && is_aligned(dx);
+}
+
+}  // namespace
+
+COURSE_TODO("day09: rmsnorm_backward.cu, rms_norm_backward_kernel: dx and the running sums of dy * x̂ per column, then delete this line");
+
+template <typename T>
+int64_t rms_norm_backward_partial_rows(const T* dy, const T* x, const T* w, const T* dx, int64_t rows,
+                                       int64_t cols) {
+  const RowPlan plan = rms_row_plan(cols, sizeof(T), backward_aligned(dy, x, w, dx));
+  if (!plan.fits() || rows == 0) return 0;
+  return blocks_for<T>(plan, rows) * plan.rows_per_block;
+}
+
+template <typename T>
+cudaError_t launch_rms_norm_backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx,
+                                     float* dw_partials, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const RowPlan plan = rms_row_plan(cols, sizeof(T), backward_aligned(dy, x, w, dx));
+  if (!plan.fits()) return cudaErrorInvalidValue;  // the op checks D <= kMaxCols first
+  if (rows == 0) return cudaSuccess;
+  const int blocks = static_cast<int>(blocks_for<T>(plan, rows));
+  kernel_for<T, BackwardKernel<T>::template Instance>(plan)<<<blocks, dim3(plan.threads_per_row,
+                                                                             plan.rows_per_block), 0, stream>>>(
+      dy, x, w, rstd, dx, dw_partials, rows, static_cast<int>(cols));
+  return cudaGetLastError();
+}
+
+#define INSTANTIATE_RMS_NORM_BACKWARD(T)                                                                        \
+  template int64_t rms_norm_backward_partial_rows<T>(const T*, const T*, const T*, const T*, int64_t, int64_t); \
+  template cudaError_t launch_rms_norm_backward<T>(const T*, const T*, const T*, const float*, T*, float*, int64_t, \
+                                                   int64_t, cudaStream_t);
+INSTANTIATE_RMS_NORM_BACKWARD(__half)
+INSTANTIATE_RMS_NORM_BACKWARD(__nv_bfloat16)
+INSTANTIATE_RMS_NORM_BACKWARD(float)

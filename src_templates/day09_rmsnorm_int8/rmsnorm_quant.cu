@@ -1,0 +1,99 @@
+// RMSNorm fused with per-row symmetric INT8 quantization, with or without a residual add.
+//
+//   r = x + residual (kResidual: stored back to residual, rounded to T), else r = x
+//   rstd = 1 / sqrt(Σr² / D + eps),   y = r · rstd · w   (in float, never rounded to T)
+//   scale = max|y| / 127,   q = clamp(round(y / scale), −127, 127)
+//
+// Unfused, PyTorch writes y, reads it for the max, reads it again to divide and round, and
+// writes q: four passes over a [rows, D] tensor besides the norm's own. Fused, the row stays
+// in registers from the first load: one sum (of squares), one max (of |y|), then q. Memory
+// sees x read once (and residual read and written once), q written once: 1 byte an element.
+// y is computed twice from the same registers, by the same expression, so the max and q agree.
+#include "rmsnorm_row.cuh"
+
+namespace {
+
+template <typename T, int kVec, int kVecsPerThread, bool kResidual>
+__global__ void __launch_bounds__(kMaxThreadsPerRow)
+rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T* __restrict__ w,
+                      int8_t* __restrict__ q, float* __restrict__ scale_out, int64_t rows, int cols, float eps) {
+  using Vec = AlignedVector<T, kVec>;
+  using QVec = AlignedVector<int8_t, kVec>;
+  const int vecs = cols / kVec;
+  const Vec* w_vecs = reinterpret_cast<const Vec*>(w);
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
+       first_row += row_step) {
+    const int64_t row = first_row + threadIdx.y;
+    const bool active = row < rows;
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    Vec* residual_row = reinterpret_cast<Vec*>(residual + row * cols);
+    QVec* q_row = reinterpret_cast<QVec*>(q + row * cols);
+
+    Vec held[kVecsPerThread];
+    float squares = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (active && v < vecs) {
+        held[k] = x_row[v];
+        if constexpr (kResidual) {
+          const Vec r = residual_row[v];
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) held[k].val[e] = from_acc<T>(to_acc(held[k].val[e]) + to_acc(r.val[e]));
+          residual_row[v] = held[k];
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) squares += to_acc(held[k].val[e]) * to_acc(held[k].val[e]);
+      }
+    }
+    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);  // correctly rounded: exact where the mean is a power of 4
+
+    // TODO(day09): the row's max of |y| with y = held * rstd * w (row_reduce_max), scale = max / 127;
+    // then q = quantize_int8(y, scale) for each element, written as a QVec, and scale_out[row] from thread 0
+    (void)rstd, (void)q_row, (void)w_vecs, (void)scale_out;
+  }
+}
+
+template <typename T, bool kResidual>
+struct QuantKernel {
+  template <int kVec, int kVecs>
+  struct Instance {
+    static auto get() { return &rms_norm_quant_kernel<T, kVec, kVecs, kResidual>; }
+  };
+};
+
+template <typename T, bool kResidual>
+cudaError_t launch(const T* x, T* residual, const T* w, int8_t* q, float* scale, int64_t rows, int64_t cols,
+                   float eps, cudaStream_t stream) {
+  // q's vectors are kVec bytes: aligned wherever q's row starts at a multiple of 16 elements.
+  const bool aligned = is_aligned(x) && is_aligned(w) && (residual == nullptr || is_aligned(residual)) &&
+                       is_aligned(q, kVectorBytes / sizeof(T));
+  const RowPlan plan = rms_row_plan(cols, sizeof(T), aligned);
+  if (!plan.fits()) return cudaErrorInvalidValue;  // the op checks D <= kMaxCols first
+  if (rows == 0) return cudaSuccess;
+  const int64_t groups = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
+  const int blocks = static_cast<int>(groups < kMaxBlocks ? groups : kMaxBlocks);
+  kernel_for<T, QuantKernel<T, kResidual>::template Instance>(plan)<<<
+      blocks, dim3(plan.threads_per_row, plan.rows_per_block), 0, stream>>>(x, residual, w, q, scale, rows,
+                                                                          static_cast<int>(cols), eps);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+COURSE_TODO("day09: rmsnorm_quant.cu, rms_norm_quant_kernel: the row's max of |y|, the scale, and q by quantize_int8, then delete this line");
+
+template <typename T>
+cudaError_t launch_rms_norm_quant(const T* x, T* residual, const T* w, int8_t* q, float* scale, int64_t rows,
+                                  int64_t cols, float eps, cudaStream_t stream) {
+  if (residual != nullptr) return launch<T, true>(x, residual, w, q, scale, rows, cols, eps, stream);
+  return launch<T, false>(x, residual, w, q, scale, rows, cols, eps, stream);
+}
+
+#define INSTANTIATE_LAUNCH_RMS_NORM_QUANT(T)                                                                   \
+  template cudaError_t launch_rms_norm_quant<T>(const T*, T*, const T*, int8_t*, float*, int64_t, int64_t, float, \
+                                                cudaStream_t);
+INSTANTIATE_LAUNCH_RMS_NORM_QUANT(__half)
+INSTANTIATE_LAUNCH_RMS_NORM_QUANT(__nv_bfloat16)
+INSTANTIATE_LAUNCH_RMS_NORM_QUANT(float)

@@ -1,0 +1,71 @@
+// What the three kernels share: how a row is split over threads, the row's max, and the
+// quantization of one value. Rows are held in registers, as in day05's version 4
+// (layernorm_forward_registers.cu): x is read once, y written once.
+#pragma once
+
+#include <cstdint>
+
+#include "rmsnorm_kernels.h"
+#include "row_math.cuh"
+
+constexpr int kColumnsPerThread = 16;  // x and dy of 16 columns fit 64 registers in fp32
+constexpr int kMaxThreadsPerRow = 1024;
+constexpr int64_t kMaxBlocks = 65535;
+
+// day05's plan_rows with kColumnsPerThread columns a thread: 16-byte vectors where the row
+// is whole vectors at aligned addresses, else single elements (a "vector" of one, which
+// plan_rows takes for any row). fits() is false past kMaxCols.
+inline RowPlan rms_row_plan(int64_t cols, int element_bytes, bool aligned) {
+  const int vec = kVectorBytes / element_bytes;
+  if (aligned && cols % vec == 0) {
+    const int vecs = kColumnsPerThread / vec;
+    return plan_rows(cols, element_bytes, true, vecs, vecs, kMaxThreadsPerRow);
+  }
+  return plan_rows(cols, kVectorBytes, true, kColumnsPerThread, kColumnsPerThread, kMaxThreadsPerRow);
+}
+
+// The instance of `Kernel<kVec, kVecs>` for a plan: kVecs the plan's vectors per thread (a
+// power of two up to kColumnsPerThread / kVec). Every instance has the same parameters.
+template <template <int, int> class Kernel, int kVec, int kVecs = 1>
+auto kernel_for_vecs(int vecs_per_thread) -> decltype(Kernel<kVec, 1>::get()) {
+  if constexpr (kVecs * kVec >= kColumnsPerThread) {
+    return Kernel<kVec, kVecs>::get();
+  } else {
+    if (vecs_per_thread <= kVecs) return Kernel<kVec, kVecs>::get();
+    return kernel_for_vecs<Kernel, kVec, kVecs * 2>(vecs_per_thread);
+  }
+}
+
+template <typename T, template <int, int> class Kernel>
+auto kernel_for(const RowPlan& plan) -> decltype(Kernel<1, 1>::get()) {
+  if (plan.vec == 1) return kernel_for_vecs<Kernel, 1>(plan.vecs_per_thread);
+  return kernel_for_vecs<Kernel, kVectorBytes / sizeof(T)>(plan.vecs_per_thread);
+}
+
+// Max of `value` (≥ 0) over the threads of a row, as row_reduce_sum sums: shuffles within a
+// row of up to 32 threads, shared memory for a row that is the whole block.
+__device__ __forceinline__ float row_reduce_max(float value) {
+  for (int offset = (blockDim.x < kWarpSize ? blockDim.x : kWarpSize) / 2; offset > 0; offset /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  if (blockDim.x <= kWarpSize) return value;
+  __shared__ float warp_max[kWarpSize];
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  __syncthreads();  // an earlier call may still be reading warp_max
+  if (lane == 0) warp_max[warp] = value;
+  __syncthreads();
+  value = lane < blockDim.x / kWarpSize ? warp_max[lane] : 0.0f;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  return value;
+}
+
+// q = clamp(round(y / scale), −127, 127), rounding half to even (__float2int_rn, like
+// torch.round); scale 0 means a row of zeros, whose q is 0 rather than 0/0.
+COURSE_TODO("day09: rmsnorm_row.cuh, quantize_int8: q = clamp(round(y / scale), -127, 127) with __float2int_rn (half to even), and 0 where scale is 0, then delete this line");
+
+__device__ __forceinline__ int8_t quantize_int8(float y, float scale) {
+  return 0;  // TODO(day09): round y / scale half to even and clamp it to [-127, 127]
+}

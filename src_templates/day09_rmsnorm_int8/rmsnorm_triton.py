@@ -1,0 +1,213 @@
+"""RMSNorm and RMSNorm + INT8 in Triton, as operators torch.compile sees into:
+torch.ops.rmsnorm_triton.{rms_norm, rms_norm_backward, rms_norm_quant, add_rms_norm_quant},
+with the same schemas and math as the CUDA ones (rmsnorm_kernels.h).
+
+A row per program, held whole in one block of BLOCK = next power of two >= D lanes (D up to
+16384): the lanes past D are masked, and read as 0 so that they add nothing to the sum of
+squares or to the max. torch.library.triton_op registers each function as an operator: its
+fake kernel is the function itself run on fake tensors (the launches, wrapped in
+wrap_triton, are recorded instead of run), so torch.compile traces it and can even inline
+the Triton kernels into its own graph.
+"""
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+MAX_COLS = 16384
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+if hasattr(torch.library, "triton_op"):  # torch >= 2.6
+    define_op, launch = torch.library.triton_op, torch.library.wrap_triton
+else:  # an opaque custom op, launched as is: torch.compile treats it as a black box
+    define_op, launch = torch.library.custom_op, lambda kernel: kernel
+
+
+_TODOS: dict[str, str] = {}  # kernel: what is left to write in it
+
+
+def todo(kernel: str, message: str) -> None:
+    _TODOS[kernel] = message
+
+
+def _refuse_unfinished(*kernels: str) -> None:
+    """An op whose kernels are not written yet raises, rather than launching them."""
+    left = [_TODOS[kernel] for kernel in kernels if kernel in _TODOS]
+    if left:
+        raise NotImplementedError("this op is not finished yet:\n" + "\n".join(left))
+
+
+def _warps(block: int, element_size: int) -> int:
+    """About 32 bytes of the row a thread, 1 to 16 warps (as day08's softmax)."""
+    warps = block * element_size // (32 * 32)
+    return max(1, min(16, triton.next_power_of_2(max(warps, 1))))
+
+
+def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+        raise ValueError(f"{op}: x must be a CUDA tensor (Triton runs on the GPU), got "
+                         f"{x.device if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if x.dim() < 1 or x.shape[-1] < 1 or x.shape[-1] > MAX_COLS:
+        raise ValueError(f"{op}: x must have shape [..., D] with 1 <= D <= {MAX_COLS}, got {list(x.shape)}")
+    if x.dtype not in DTYPES:
+        raise ValueError(f"{op}: x must be float16, bfloat16 or float32, got {x.dtype}")
+    if weight is None and not weight_required:
+        pass
+    elif not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.dtype != x.dtype \
+            or weight.device != x.device:
+        raise ValueError(f"{op}: weight must be a [{x.shape[-1]}] tensor of x's dtype {x.dtype} on {x.device}, got "
+                         + (f"{list(weight.shape)} {weight.dtype} on {weight.device}"
+                            if isinstance(weight, torch.Tensor) else repr(weight)))
+    if not eps >= 0:
+        raise ValueError(f"{op}: eps must be >= 0, got {eps}")
+
+
+# ---- forward: rstd = 1 / sqrt(Σx² / D + eps), y = x · rstd · w ----
+
+@triton.jit
+def rms_norm_forward_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, cols, eps, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < cols
+    pass  # TODO(day09): the row in float32, rstd, then y and rstd stored
+
+
+todo("rms_norm_forward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_forward_kernel: load the row in float32 "
+     "(masked lanes read 0), rstd = 1 / sqrt(sum(x * x) / cols + eps), store y = x * rstd * w in y's dtype and rstd; "
+     "then delete this line")
+
+
+@define_op("rmsnorm_triton::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_forward_kernel")
+    _check("rms_norm", x, weight, eps, weight_required=False)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
+    cols = x.shape[-1]
+    block = triton.next_power_of_2(cols)
+    launch(rms_norm_forward_kernel)[(x.numel() // cols,)](
+        x, weight, y, rstd, cols, eps, HAS_WEIGHT=weight is not None, BLOCK=block,
+        num_warps=_warps(block, x.element_size()))
+    return y, rstd
+
+
+# ---- backward: dx = rstd · (g − x̂ · mean(g · x̂)), dw = Σ_rows dy · x̂ (x̂ = x · rstd, g = dy · w) ----
+
+@triton.jit
+def rms_norm_backward_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, rows, cols, rows_per_program,
+                             HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):
+    """A program walks rows_per_program rows, adding dy · x̂ of each into one running row,
+    which it stores as its row of partial dw sums."""
+    program = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < cols
+    if HAS_WEIGHT:
+        w = tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    else:
+        w = tl.where(mask, 1.0, 0.0)
+    dw = tl.zeros([BLOCK], dtype=tl.float32)
+    first = program * rows_per_program
+    pass  # TODO(day09): for each of this program's rows, dx, and dw += dy * x̂
+    tl.store(partial_ptr + program.to(tl.int64) * cols + offsets, dw, mask=mask)
+
+
+todo("rms_norm_backward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_backward_kernel: for each row from first "
+     "to min(first + rows_per_program, rows): x̂ = x * rstd, g = dy * w, dx = rstd * (g - x̂ * sum(g * x̂) / cols), "
+     "and dw += dy * x̂; then delete this line")
+
+
+@define_op("rmsnorm_triton::rms_norm_backward", mutates_args=())
+def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+                      rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_backward_kernel")
+    _check("rms_norm_backward", x, weight, 0.0, weight_required=False)
+    if dy.shape != x.shape or dy.dtype != x.dtype or rstd.shape != x.shape[:-1] or rstd.dtype != torch.float32:
+        raise ValueError(f"rms_norm_backward: dy must be shaped like x {list(x.shape)} in {x.dtype} and rstd "
+                         f"{list(x.shape[:-1])} in float32, got {list(dy.shape)} {dy.dtype}, {list(rstd.shape)} "
+                         f"{rstd.dtype}")
+    x, dy, rstd = x.contiguous(), dy.contiguous(), rstd.contiguous()
+    cols = x.shape[-1]
+    rows = x.numel() // cols
+    dx = torch.empty_like(x)
+    # Enough programs to fill the GPU a few times over; each adds its rows' dw into one row.
+    programs = max(1, min(rows, 4 * torch.cuda.get_device_properties(x.device).multi_processor_count))
+    partials = torch.empty(programs, cols, device=x.device, dtype=torch.float32)
+    block = triton.next_power_of_2(cols)
+    launch(rms_norm_backward_kernel)[(programs,)](
+        dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=weight is not None,
+        BLOCK=block, num_warps=_warps(block, 4))
+    dweight = partials.sum(0).to(x.dtype) if rows else torch.zeros(cols, device=x.device, dtype=x.dtype)
+    return dx, dweight
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, _ = inputs
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.has_weight = weight is not None
+
+
+def _backward(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx, dweight = torch.ops.rmsnorm_triton.rms_norm_backward(dy, x, weight if ctx.has_weight else None, rstd)
+    return dx, (dweight if ctx.has_weight else None), None
+
+
+rms_norm.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ---- quantization: scale = max|y| / 127, q = clamp(round(y / scale), −127, 127) ----
+
+@triton.jit
+def rms_norm_quant_kernel(x_ptr, residual_ptr, w_ptr, q_ptr, scale_ptr, cols, eps, HAS_RESIDUAL: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * cols
+    offsets = tl.arange(0, BLOCK)
+    mask = offsets < cols
+    x = tl.load(x_ptr + start + offsets, mask=mask, other=0.0)
+    if HAS_RESIDUAL:  # r = x + residual, rounded to the dtype, stored back, and normalized
+        x = (x.to(tl.float32) + tl.load(residual_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32))
+        x = x.to(residual_ptr.dtype.element_ty)
+        tl.store(residual_ptr + start + offsets, x, mask=mask)
+    x = x.to(tl.float32)
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.sum(x * x, axis=0) / cols + eps))
+    y = x * rstd * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    pass  # TODO(day09): scale, q, and both stored
+
+
+todo("rms_norm_quant_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_quant_kernel: scale = max|y| / 127, "
+     "q = clamp(rint(y / scale), -127, 127) (libdevice.rint rounds half to even; a scale of 0 gives q = 0), store q "
+     "as int8 and the scale; then delete this line")
+
+
+def _quant(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float):
+    x = x.contiguous()
+    cols = x.shape[-1]
+    q = torch.empty(x.shape, device=x.device, dtype=torch.int8)
+    scale = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
+    block = triton.next_power_of_2(cols)
+    launch(rms_norm_quant_kernel)[(x.numel() // cols,)](
+        x, residual, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, BLOCK=block,
+        num_warps=_warps(block, x.element_size()))
+    return q, scale
+
+
+@define_op("rmsnorm_triton::rms_norm_quant", mutates_args=())
+def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_quant_kernel")
+    _check("rms_norm_quant", x, weight, eps)
+    return _quant("rms_norm_quant", x, None, weight, eps)
+
+
+@define_op("rmsnorm_triton::add_rms_norm_quant", mutates_args=("residual",))
+def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                       eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_quant_kernel")
+    _check("add_rms_norm_quant", x, weight, eps)
+    if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
+        raise ValueError(f"add_rms_norm_quant: residual must be shaped like x {list(x.shape)} in {x.dtype} on "
+                         f"{x.device}, got {list(residual.shape)} {residual.dtype} on {residual.device}")
+    if not residual.is_contiguous():
+        raise ValueError("add_rms_norm_quant: residual must be contiguous (it is updated in place), got strides "
+                         f"{residual.stride()}")
+    return _quant("add_rms_norm_quant", x, residual, weight, eps)
