@@ -57,6 +57,6 @@ def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
         lower = _cast(op.reference(low), dtypes)
         # Where rounding the inputs to bf16 changes no output (a softmax of one column is 1),
         # there is no bf16 error for the tolerance to catch.
-        differs = any(not torch.equal(a.double(), e.double()) for a, e in zip(lower, expected))
+        differs = any(not torch.equal(a.double(), e.double()) for a, e in zip(lower, _cast(expected, dtypes)))
         if differs and any(e.is_floating_point() for e in expected):
             assert not _judge_outputs(spec, case, inputs, lower).passed, "a bf16 computation passed"

@@ -6,9 +6,9 @@
 //
 // As in day05's fused backward, a block walks a strip of rows, and each thread owns the same
 // columns of every row it visits: it computes dx for them, and adds dy · x̂ to running sums of
-// its columns. Here the running sums stay in registers (16 columns a thread: 16 floats), and
+// its columns. Here the running sums stay in registers (32 columns a thread: 32 floats), and
 // at the end each row group of the block writes them as one row of partial sums, which the
-// caller adds up (a [groups, D] sum: small next to x). x and dy are read once, and no atomics
+// caller adds up (a [groups, D] sum: small next to x). x and dy come from memory once, and no atomics
 // run, so the sums' order is fixed and results repeat bit for bit.
 #include "rmsnorm_row.cuh"
 
@@ -34,15 +34,14 @@ rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, cons
     const float row_rstd = active ? rstd[row] : 0.0f;
 
     // BEGIN SOLUTION
+    // x stays in registers between the passes; dy is read again in the second, from L1 or
+    // L2 (this row was just read): holding both, with dw's 32 running sums, would crowd
+    // the 128 registers a thread of a 512-thread block has.
     Vec x_held[kVecsPerThread];
-    Vec dy_held[kVecsPerThread];
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-        x_held[k] = x_row[v];
-        dy_held[k] = dy_row[v];
-      }
+      if (active && v < vecs) x_held[k] = x_row[v];
     }
 
     float sum_g_xhat = 0.0f;
@@ -50,12 +49,12 @@ rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, cons
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
-        Vec wv;
-        if (w_vecs != nullptr) wv = w_vecs[v];
+        const Vec dyv = dy_row[v];
+        const Vec wv = w_vecs != nullptr ? w_vecs[v] : Vec{};
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           const float xhat = to_acc(x_held[k].val[e]) * row_rstd;
-          const float d = to_acc(dy_held[k].val[e]);
+          const float d = to_acc(dyv.val[e]);
           sum_g_xhat += d * (w_vecs != nullptr ? to_acc(wv.val[e]) : 1.0f) * xhat;
           dw_sums[k][e] += d * xhat;
         }
@@ -67,21 +66,21 @@ rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, cons
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
-        Vec wv;
-        if (w_vecs != nullptr) wv = w_vecs[v];
+        const Vec dyv = dy_row[v];
+        const Vec wv = w_vecs != nullptr ? w_vecs[v] : Vec{};
         Vec out;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           const float xhat = to_acc(x_held[k].val[e]) * row_rstd;
-          const float g = to_acc(dy_held[k].val[e]) * (w_vecs != nullptr ? to_acc(wv.val[e]) : 1.0f);
+          const float g = to_acc(dyv.val[e]) * (w_vecs != nullptr ? to_acc(wv.val[e]) : 1.0f);
           out.val[e] = from_acc<T>(row_rstd * (g - xhat * mean_g_xhat));
         }
         dx_row[v] = out;
       }
     }
     // STUB
-    // TODO(day09): hold this thread's vectors of x and dy in registers; sum g * x̂ over the row
-    // (row_reduce_sum) while adding dy * x̂ to dw_sums[k][e]; then dx = rstd * (g - x̂ * mean(g * x̂))
+    // TODO(day09): hold this thread's vectors of x in registers; sum g * x̂ over the row (row_reduce_sum)
+    // while adding dy * x̂ to dw_sums[k][e]; then dx = rstd * (g - x̂ * mean(g * x̂)), reading dy again
     (void)x_row, (void)dy_row, (void)dx_row, (void)row_rstd, (void)vecs, (void)w_vecs;
     // END SOLUTION
   }

@@ -20,6 +20,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -40,8 +41,18 @@ void check_x(const char* op, const at::Tensor& x, bool quantized) {
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || float64, op,
               ": x must be float16, bfloat16 or float32", quantized || x.is_cuda() ? "" : " (or float64)", ", got ",
               dtype);
-  TORCH_CHECK(!x.is_cuda() || x.size(-1) <= kMaxCols, op, ": x's last dimension D must be at most ", kMaxCols,
-              " on CUDA, got ", x.size(-1));
+  if (!x.is_cuda()) return;
+  const int64_t cols = x.size(-1), vec = 16 / x.element_size();
+  TORCH_CHECK(cols <= kMaxCols, op, ": x's last dimension D must be at most ", kMaxCols, " on CUDA, got ", cols);
+  TORCH_CHECK(cols % vec == 0 || cols <= kMaxScalarCols, op, ": x's last dimension D must be a multiple of ", vec,
+              " (whole 16-byte vectors) when it exceeds ", kMaxScalarCols, " on CUDA, got ", cols);
+}
+
+// Contiguous, at a 16-byte address: a misaligned view is copied to fresh memory, so that the
+// kernels can take its rows as vectors.
+at::Tensor aligned_contiguous(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
 void check_eps(const char* op, double eps) {
@@ -62,7 +73,7 @@ void check_like(const char* op, const char* name, const at::Tensor& tensor, cons
 at::Tensor weight_or_none(const char* op, const std::optional<at::Tensor>& weight, const at::Tensor& x) {
   if (!weight.has_value() || !weight->defined()) return at::Tensor();
   check_like(op, "weight", *weight, x, {x.size(-1)}, x.scalar_type());
-  return weight->contiguous();
+  return aligned_contiguous(*weight);
 }
 
 at::ScalarType acc_dtype(const at::Tensor& x) { return at::toOpMathType(x.scalar_type()); }
@@ -138,6 +149,10 @@ void check_residual(const at::Tensor& x, const at::Tensor& residual) {
   check_like("add_rms_norm_quant", "residual", residual, x, x.sizes(), x.scalar_type());
   TORCH_CHECK(residual.is_contiguous(), "add_rms_norm_quant: residual must be contiguous (it is updated in place), ",
               "got strides ", residual.strides());
+  TORCH_CHECK(!residual.is_cuda() || x.size(-1) <= kMaxScalarCols ||
+                  reinterpret_cast<std::uintptr_t>(residual.data_ptr()) % 16 == 0,
+              "add_rms_norm_quant: residual must start at a 16-byte address when D exceeds ", kMaxScalarCols,
+              " on CUDA (it is updated in place, so it cannot be copied)");
 }
 
 Pair rms_norm_quant_cpu(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -180,7 +195,7 @@ Pair forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weig
   TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_x("rms_norm", x_any, false);
   check_eps("rms_norm", eps);
-  const at::Tensor x = x_any.contiguous();
+  const at::Tensor x = aligned_contiguous(x_any);
   const at::Tensor w = weight_or_none("rms_norm", weight, x);
   auto y = at::empty_like(x);
   auto rstd = at::empty(batch_shape(x), x.options().dtype(at::kFloat));
@@ -204,7 +219,7 @@ Pair backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std:
   check_x("rms_norm_backward", x_any, false);
   check_like("rms_norm_backward", "dy", dy_any, x_any, x_any.sizes(), x_any.scalar_type());
   check_like("rms_norm_backward", "rstd", rstd_any, x_any, batch_shape(x_any), at::kFloat);
-  const at::Tensor dy = dy_any.contiguous(), x = x_any.contiguous(), rstd = rstd_any.contiguous();
+  const at::Tensor dy = aligned_contiguous(dy_any), x = aligned_contiguous(x_any), rstd = rstd_any.contiguous();
   const at::Tensor w = weight_or_none("rms_norm_backward", weight, x);
   const int64_t rows = rows_of(x), cols = x.size(-1);
   auto dx = at::empty_like(x);
@@ -229,7 +244,7 @@ Pair backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std:
 
 Pair quant_cuda(const char* op, const at::Tensor& x_any, const at::Tensor& residual, const at::Tensor& weight,
                 double eps) {
-  const at::Tensor x = x_any.contiguous(), w = weight.contiguous();
+  const at::Tensor x = aligned_contiguous(x_any), w = aligned_contiguous(weight);
   auto q = at::empty(x.sizes(), x.options().dtype(at::kChar));
   auto scale = at::empty(batch_shape(x), x.options().dtype(at::kFloat));
   const c10::cuda::CUDAGuard device_guard(x.device());

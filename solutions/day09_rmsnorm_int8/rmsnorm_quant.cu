@@ -61,6 +61,7 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
       }
     }
     const float scale = row_reduce_max(largest) / 127.0f;
+    const float inv_scale = inverse_scale(scale);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
@@ -69,14 +70,14 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
         const Vec wv = w_vecs[v];
         QVec out;
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) out.val[e] = quantize_int8(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e]), scale);
+        for (int e = 0; e < kVec; ++e) out.val[e] = quantize_int8(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e]), inv_scale);
         q_row[v] = out;
       }
     }
     if (active && threadIdx.x == 0) scale_out[row] = scale;
     // STUB
     // TODO(day09): the row's max of |y| with y = held * rstd * w (row_reduce_max), scale = max / 127;
-    // then q = quantize_int8(y, scale) for each element, written as a QVec, and scale_out[row] from thread 0
+    // then q = quantize_int8(y, inverse_scale(scale)) for each element, written as a QVec, and scale_out[row] from thread 0
     (void)rstd, (void)q_row, (void)w_vecs, (void)scale_out;
     // END SOLUTION
   }

@@ -8,27 +8,32 @@
 #include "rmsnorm_kernels.h"
 #include "row_math.cuh"
 
-constexpr int kColumnsPerThread = 16;  // x and dy of 16 columns fit 64 registers in fp32
-constexpr int kMaxThreadsPerRow = 1024;
+// 512 threads a block leave a thread 128 registers: 32 columns of x, and the backward's 32
+// running sums, fit without spilling (1024 threads would leave 64).
+constexpr int kColumnsPerThread = 32;
+constexpr int kScalarColumnsPerThread = kMaxScalarCols / 512;
+constexpr int kMaxThreadsPerRow = 512;
 constexpr int64_t kMaxBlocks = 65535;
 
-// day05's plan_rows with kColumnsPerThread columns a thread: 16-byte vectors where the row
-// is whole vectors at aligned addresses, else single elements (a "vector" of one, which
-// plan_rows takes for any row). fits() is false past kMaxCols.
+// day05's plan_rows: kColumnsPerThread columns a thread as 16-byte vectors where the row is
+// whole vectors at aligned addresses, else kScalarColumnsPerThread single elements (a
+// "vector" of one, which plan_rows takes for any row). fits() is false past kMaxCols, or
+// past kMaxScalarCols for single elements.
 inline RowPlan rms_row_plan(int64_t cols, int element_bytes, bool aligned) {
   const int vec = kVectorBytes / element_bytes;
   if (aligned && cols % vec == 0) {
     const int vecs = kColumnsPerThread / vec;
     return plan_rows(cols, element_bytes, true, vecs, vecs, kMaxThreadsPerRow);
   }
-  return plan_rows(cols, kVectorBytes, true, kColumnsPerThread, kColumnsPerThread, kMaxThreadsPerRow);
+  return plan_rows(cols, kVectorBytes, true, kScalarColumnsPerThread, kScalarColumnsPerThread, kMaxThreadsPerRow);
 }
 
 // The instance of `Kernel<kVec, kVecs>` for a plan: kVecs the plan's vectors per thread (a
-// power of two up to kColumnsPerThread / kVec). Every instance has the same parameters.
+// power of two up to kColumnsPerThread / kVec, or kScalarColumnsPerThread for single
+// elements). Every instance has the same parameters.
 template <template <int, int> class Kernel, int kVec, int kVecs = 1>
 auto kernel_for_vecs(int vecs_per_thread) -> decltype(Kernel<kVec, 1>::get()) {
-  if constexpr (kVecs * kVec >= kColumnsPerThread) {
+  if constexpr (kVecs * kVec >= (kVec == 1 ? kScalarColumnsPerThread : kColumnsPerThread)) {
     return Kernel<kVec, kVecs>::get();
   } else {
     if (vecs_per_thread <= kVecs) return Kernel<kVec, kVecs>::get();
@@ -63,17 +68,21 @@ __device__ __forceinline__ float row_reduce_max(float value) {
 }
 
 // q = clamp(round(y / scale), −127, 127), rounding half to even (__float2int_rn, like
-// torch.round); scale 0 means a row of zeros, whose q is 0 rather than 0/0.
+// torch.round). The kernels pass 1 / scale, computed once a row, and multiply: a division per
+// element costs registers and time. y · (1 / scale) can differ from y / scale in the last bit,
+// which moves q only where y / scale is within that bit of a half; where the scale is a power
+// of two (the tests' tie rows) both are exact. A row of zeros has scale 0: inv_scale is 0, q 0.
+__host__ __device__ inline float inverse_scale(float scale) { return scale == 0.0f ? 0.0f : 1.0f / scale; }
+
 // BEGIN SOLUTION
-__device__ __forceinline__ int8_t quantize_int8(float y, float scale) {
-  if (scale == 0.0f) return 0;
-  const int q = __float2int_rn(y / scale);
+__device__ __forceinline__ int8_t quantize_int8(float y, float inv_scale) {
+  const int q = __float2int_rn(y * inv_scale);
   return static_cast<int8_t>(q < -127 ? -127 : (q > 127 ? 127 : q));
 }
 // STUB
-COURSE_TODO("day09: rmsnorm_row.cuh, quantize_int8: q = clamp(round(y / scale), -127, 127) with __float2int_rn (half to even), and 0 where scale is 0, then delete this line");
+COURSE_TODO("day09: rmsnorm_row.cuh, quantize_int8: q = clamp(round(y * inv_scale), -127, 127) with __float2int_rn (half to even), then delete this line");
 
-__device__ __forceinline__ int8_t quantize_int8(float y, float scale) {
-  return 0;  // TODO(day09): round y / scale half to even and clamp it to [-127, 127]
+__device__ __forceinline__ int8_t quantize_int8(float y, float inv_scale) {
+  return 0;  // TODO(day09): round y * inv_scale half to even and clamp it to [-127, 127]
 }
 // END SOLUTION

@@ -6,9 +6,9 @@
 //
 // As in day05's fused backward, a block walks a strip of rows, and each thread owns the same
 // columns of every row it visits: it computes dx for them, and adds dy · x̂ to running sums of
-// its columns. Here the running sums stay in registers (16 columns a thread: 16 floats), and
+// its columns. Here the running sums stay in registers (32 columns a thread: 32 floats), and
 // at the end each row group of the block writes them as one row of partial sums, which the
-// caller adds up (a [groups, D] sum: small next to x). x and dy are read once, and no atomics
+// caller adds up (a [groups, D] sum: small next to x). x and dy come from memory once, and no atomics
 // run, so the sums' order is fixed and results repeat bit for bit.
 #include "rmsnorm_row.cuh"
 
@@ -33,8 +33,8 @@ rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, cons
     Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
     const float row_rstd = active ? rstd[row] : 0.0f;
 
-    // TODO(day09): hold this thread's vectors of x and dy in registers; sum g * x̂ over the row
-    // (row_reduce_sum) while adding dy * x̂ to dw_sums[k][e]; then dx = rstd * (g - x̂ * mean(g * x̂))
+    // TODO(day09): hold this thread's vectors of x in registers; sum g * x̂ over the row (row_reduce_sum)
+    // while adding dy * x̂ to dw_sums[k][e]; then dx = rstd * (g - x̂ * mean(g * x̂)), reading dy again
     (void)x_row, (void)dy_row, (void)dx_row, (void)row_rstd, (void)vecs, (void)w_vecs;
   }
 

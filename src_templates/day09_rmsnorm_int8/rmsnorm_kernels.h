@@ -9,8 +9,10 @@
 //              round half to even, as torch.round; a row with max|y| = 0 gets scale 0 and q 0
 //   residual   r = x + residual, rounded to T and stored back into residual; then quant of r
 //
-// A missing weight (w == nullptr) counts as ones. Each thread keeps at most 16 elements of its
-// row in registers, and a row has at most 1024 threads: rows of up to kMaxCols elements.
+// A missing weight (w == nullptr) counts as ones. Each thread keeps its share of the row in
+// registers, and a row has at most 512 threads: 32 elements a thread as 16-byte vectors, where
+// the row is whole vectors at 16-byte addresses (rows of up to kMaxCols elements), else 4
+// single elements (up to kMaxScalarCols: single loads each need an address register).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include <cuda_runtime.h>
 
 constexpr int64_t kMaxCols = 16384;
+constexpr int64_t kMaxScalarCols = 2048;
 
 template <typename T>
 cudaError_t launch_rms_norm_forward(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t cols,

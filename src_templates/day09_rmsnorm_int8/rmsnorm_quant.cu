@@ -50,7 +50,7 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
     const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);  // correctly rounded: exact where the mean is a power of 4
 
     // TODO(day09): the row's max of |y| with y = held * rstd * w (row_reduce_max), scale = max / 127;
-    // then q = quantize_int8(y, scale) for each element, written as a QVec, and scale_out[row] from thread 0
+    // then q = quantize_int8(y, inverse_scale(scale)) for each element, written as a QVec, and scale_out[row] from thread 0
     (void)rstd, (void)q_row, (void)w_vecs, (void)scale_out;
   }
 }
