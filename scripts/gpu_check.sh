@@ -13,7 +13,8 @@
 #                                              bias_gelu (day06 against eager and torch.compile) and
 #                                              layernorm_package (day07 through autograd, and a
 #                                              compiled block) and triton_basics (day08's vector
-#                                              add and softmax); default all four
+#                                              add and softmax) and rmsnorm_int8 (day09 against
+#                                              the unfused code and F.rms_norm); default all five
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
 #                                              keep every cell's output (OUT/notebook_UNIT.txt)
 #
@@ -79,7 +80,7 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    benches="${*:-layernorm bias_gelu layernorm_package triton_basics}"
+    benches="${*:-layernorm bias_gelu layernorm_package triton_basics rmsnorm_int8}"
     if [[ " $benches " == *" layernorm "* ]]; then
       python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
       python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
@@ -95,6 +96,9 @@ case "$stage" in
     fi
     if [[ " $benches " == *" triton_basics "* ]]; then
       python3 bench/triton_basics.py --markdown "$OUT/triton_basics.md" 2>&1 | grep -v "^W" | tee "$OUT/triton_basics.txt"
+    fi
+    if [[ " $benches " == *" rmsnorm_int8 "* ]]; then
+      python3 bench/rmsnorm_int8.py --markdown "$OUT/rmsnorm_int8.md" 2>&1 | grep -v "^W" | tee "$OUT/rmsnorm_int8.txt"
     fi
     ;;
   notebook)
