@@ -120,10 +120,10 @@ def rms_norm_backward_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr
     else:
         w = tl.where(mask, 1.0, 0.0)
     dw = tl.zeros([BLOCK], dtype=tl.float32)
-    first = program * rows_per_program
+    first = program.to(tl.int64) * rows_per_program  # row * cols may pass 2^31
     # BEGIN SOLUTION
     for row in range(first, tl.minimum(first + rows_per_program, rows)):
-        start = row.to(tl.int64) * cols
+        start = row * cols
         x = tl.load(x_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + row)

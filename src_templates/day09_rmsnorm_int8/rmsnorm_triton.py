@@ -107,7 +107,7 @@ def rms_norm_backward_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr
     else:
         w = tl.where(mask, 1.0, 0.0)
     dw = tl.zeros([BLOCK], dtype=tl.float32)
-    first = program * rows_per_program
+    first = program.to(tl.int64) * rows_per_program  # row * cols may pass 2^31
     pass  # TODO(day09): for each of this program's rows, dx, and dw += dy * x̂
     tl.store(partial_ptr + program.to(tl.int64) * cols + offsets, dw, mask=mask)
 

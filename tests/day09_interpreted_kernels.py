@@ -1,0 +1,104 @@
+"""Run day09's reference Triton kernels in Triton's interpreter (on the CPU, with numpy) and
+compare them with float64 PyTorch: the kernels' math, masks and rounding, where no GPU is.
+
+    TRITON_INTERPRET=1 python tests/day09_interpreted_kernels.py FOLDER   (FOLDER: the rendered solution)
+
+The interpreter has no libdevice, so rint is numpy's (also half to even), and it converts to
+bfloat16 by truncation, so only float32 and float16 are checked. Exits non-zero on a mismatch.
+"""
+import math
+import sys
+import types
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+sys.path.insert(0, sys.argv[1])
+import rmsnorm_triton as kernels  # noqa: E402
+
+
+def _rint(x, **_):
+    return tl.core.tensor(interpreter.TensorHandle(np.rint(x.handle.data), x.handle.dtype), x.type)
+
+
+kernels.libdevice = types.SimpleNamespace(rint=_rint)
+EPS = 1e-6
+failures = []
+
+
+def expect(ok, what):
+    print(("ok    " if ok else "WRONG ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def quantize64(y):
+    scale = y.abs().amax(-1, keepdim=True) / 127
+    q = torch.where(scale == 0, 0.0, torch.round(y / torch.where(scale == 0, 1.0, scale))).clamp(-127, 127)
+    return q, scale.squeeze(-1)
+
+
+def check_quant(x, weight, eps, residual=None, label=""):
+    rows, cols = x.shape
+    q, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows)
+    updated = residual.clone() if residual is not None else None
+    kernels.rms_norm_quant_kernel[(rows,)](x, updated, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None,
+                                           BLOCK=triton.next_power_of_2(cols))
+    r = x if residual is None else (x.double() + residual.double()).to(x.dtype)
+    r64 = r.double()
+    q64, scale64 = quantize64(r64 * (r64.square().mean(-1, keepdim=True) + eps).rsqrt() * weight.double())
+    off = (q.double() - q64).abs()
+    scale_error = ((scale.double() - scale64).abs() / scale64.clamp_min(1e-300)).max().item()
+    expect(off.max().item() <= 1 and (off > 0).double().mean().item() <= 1e-3 and scale_error <= 1e-5
+           and (residual is None or torch.equal(updated, r)),
+           f"quant {label}: q off by up to {off.max().item():.0f} on {(off > 0).double().mean().item():.2%}, "
+           f"scale within {scale_error:.1e}")
+
+
+def check_norm(x, weight, dy, label):
+    rows, cols = x.shape
+    block = triton.next_power_of_2(cols)
+    y, rstd = torch.empty_like(x), torch.empty(rows)
+    kernels.rms_norm_forward_kernel[(rows,)](x, weight, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block)
+    x64 = x.double().requires_grad_()
+    w64 = weight.double().requires_grad_()
+    y64 = x64 * (x64.square().mean(-1, keepdim=True) + EPS).rsqrt() * w64
+    dx64, dw64 = torch.autograd.grad(y64, (x64, w64), dy.double())
+    programs = 3
+    dx, partials = torch.empty_like(x), torch.empty(programs, cols)
+    kernels.rms_norm_backward_kernel[(programs,)](dy, x, weight, rstd, dx, partials, rows, cols,
+                                                  triton.cdiv(rows, programs), HAS_WEIGHT=True, BLOCK=block)
+    # Normwise: dx subtracts terms larger than itself, so its error scales with the largest.
+    for name, got, want in (("y", y, y64.detach()), ("dx", dx, dx64), ("dw", partials.sum(0), dw64)):
+        error = ((got.double() - want).abs().max() / want.abs().max()).item()
+        expect(error <= 2 * torch.finfo(x.dtype).eps + 1e-5, f"{name} {label}: error {error:.1e} of its largest")
+
+
+torch.manual_seed(0)
+for dtype in (torch.float32, torch.float16):
+    short = str(dtype).removeprefix("torch.")
+    for rows, cols in ((5, 1000), (3, 1), (2, 4099)):
+        x, weight = torch.randn(rows, cols).to(dtype), torch.randn(cols).to(dtype)
+        check_quant(x, weight, EPS, label=f"{short} {rows}x{cols}")
+        check_quant(x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual")
+    zeros = torch.randn(4, 300).to(dtype)
+    zeros[1] = 0
+    check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros")
+    check_norm(torch.randn(7, 300).to(dtype), torch.randn(300).to(dtype), torch.randn(7, 300).to(dtype), short)
+
+# Rows whose y / scale lands exactly on halves (public_tests.py's tie rows): q must be exact.
+cols = 64
+values = torch.randint(0, 127, (cols,)).double() + 0.5
+values[0] = 127.0
+row = values * torch.where(torch.rand(cols) < 0.5, -1.0, 1.0)
+mean_square = (row * row).sum().item() / cols
+eps = 4.0 ** (math.floor(math.log(mean_square, 4)) + 1) - mean_square
+ties = torch.stack([row[torch.randperm(cols)] for _ in range(8)]).float()
+q, scale = torch.empty(8, cols, dtype=torch.int8), torch.empty(8)
+kernels.rms_norm_quant_kernel[(8,)](ties, None, torch.ones(cols), q, scale, cols, eps, HAS_RESIDUAL=False, BLOCK=cols)
+expect(torch.equal(q.double(), quantize64(ties.double() / 128)[0]), "quant ties: every half rounded to even")
+
+sys.exit(1 if failures else 0)
