@@ -322,8 +322,8 @@ OPS = {
 HINTS = {
     "forward": "rstd = 1 / sqrt(mean(x²) + eps) over the last dimension in float32; y = x * rstd * weight, rounded "
                "to x's dtype once; a missing weight counts as ones",
-    "backward_op": "with x̂ = x * rstd and g = dy * w: dx = rstd * (g - x̂ * mean(g * x̂)); dweight sums dy * x̂ over "
-                   "every row",
+    "backward_op": "with x̂ = x * rstd and g = dy * w: dx = rstd * (g - x̂ * mean(g * x̂)); dweight sums dy * x̂ "
+                   "over every row",
     "autograd": "the autograd formula calls rms_norm_backward with the rstd the forward saved",
     "quant": "scale = max|y| / 127 with y = x * rstd * weight in float32 (the weight applied before the max); "
              "q = clamp(round(y / scale), -127, 127), rounding half to even",

@@ -40,7 +40,8 @@ rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __r
         for (int e = 0; e < kVec; ++e) squares += to_acc(held[k].val[e]) * to_acc(held[k].val[e]);
       }
     }
-    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);  // correctly rounded: exact where the mean is a power of 4
+    // sqrtf and / round correctly (no fast math): where mean + eps is a power of 4, rstd is exact.
+    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {

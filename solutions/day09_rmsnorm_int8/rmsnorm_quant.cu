@@ -27,7 +27,7 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
     const int64_t row = first_row + threadIdx.y;
     const bool active = row < rows;
     const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
-    Vec* residual_row = reinterpret_cast<Vec*>(residual + row * cols);
+    Vec* residual_row = kResidual ? reinterpret_cast<Vec*>(residual + row * cols) : nullptr;
     QVec* q_row = reinterpret_cast<QVec*>(q + row * cols);
 
     Vec held[kVecsPerThread];
@@ -47,7 +47,8 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
         for (int e = 0; e < kVec; ++e) squares += to_acc(held[k].val[e]) * to_acc(held[k].val[e]);
       }
     }
-    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);  // correctly rounded: exact where the mean is a power of 4
+    // sqrtf and / round correctly (no fast math): where mean + eps is a power of 4, rstd is exact.
+    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);
 
     // BEGIN SOLUTION
     float largest = 0.0f;
@@ -57,7 +58,9 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
       if (active && v < vecs) {
         const Vec wv = w_vecs[v];
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) largest = fmaxf(largest, fabsf(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e])));
+        for (int e = 0; e < kVec; ++e) {
+          largest = fmaxf(largest, fabsf(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e])));
+        }
       }
     }
     const float scale = row_reduce_max(largest) / 127.0f;
@@ -70,14 +73,17 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
         const Vec wv = w_vecs[v];
         QVec out;
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) out.val[e] = quantize_int8(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e]), inv_scale);
+        for (int e = 0; e < kVec; ++e) {
+          out.val[e] = quantize_int8(to_acc(held[k].val[e]) * rstd * to_acc(wv.val[e]), inv_scale);
+        }
         q_row[v] = out;
       }
     }
     if (active && threadIdx.x == 0) scale_out[row] = scale;
     // STUB
     // TODO(day09): the row's max of |y| with y = held * rstd * w (row_reduce_max), scale = max / 127;
-    // then q = quantize_int8(y, inverse_scale(scale)) for each element, written as a QVec, and scale_out[row] from thread 0
+    // then q = quantize_int8(y, inverse_scale(scale)) for each element, written as a QVec, and
+    // scale_out[row] from thread 0
     (void)rstd, (void)q_row, (void)w_vecs, (void)scale_out;
     // END SOLUTION
   }

@@ -44,6 +44,8 @@ def _warps(block: int, element_size: int) -> int:
 
 
 def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True) -> None:
+    """Refuse what the kernels cannot take, naming the argument (weight may be None where it is
+    not required: ones)."""
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError(f"{op}: x must be a CUDA tensor (Triton runs on the GPU), got "
                          f"{x.device if isinstance(x, torch.Tensor) else type(x).__name__}")
@@ -52,12 +54,17 @@ def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool =
     if x.dtype not in DTYPES:
         raise ValueError(f"{op}: x must be float16, bfloat16 or float32, got {x.dtype}")
     if weight is None and not weight_required:
-        pass
-    elif not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.dtype != x.dtype \
+        return _check_eps(op, eps)
+    if not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.dtype != x.dtype \
             or weight.device != x.device:
-        raise ValueError(f"{op}: weight must be a [{x.shape[-1]}] tensor of x's dtype {x.dtype} on {x.device}, got "
-                         + (f"{list(weight.shape)} {weight.dtype} on {weight.device}"
-                            if isinstance(weight, torch.Tensor) else repr(weight)))
+        got = f"{list(weight.shape)} {weight.dtype} on {weight.device}" if isinstance(weight, torch.Tensor) \
+            else repr(weight)
+        raise ValueError(f"{op}: weight must be a [{x.shape[-1]}] tensor of x's dtype {x.dtype} on {x.device}, "
+                         f"got {got}")
+    _check_eps(op, eps)
+
+
+def _check_eps(op: str, eps: float) -> None:
     if not eps >= 0:
         raise ValueError(f"{op}: eps must be >= 0, got {eps}")
 
@@ -180,7 +187,7 @@ todo("rms_norm_quant_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_quant_ke
      "as int8 and the scale; then delete this line")
 
 
-def _quant(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float):
+def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float):
     x = x.contiguous()
     cols = x.shape[-1]
     q = torch.empty(x.shape, device=x.device, dtype=torch.int8)
@@ -196,7 +203,7 @@ def _quant(op: str, x: torch.Tensor, residual: torch.Tensor | None, weight: torc
 def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_quant_kernel")
     _check("rms_norm_quant", x, weight, eps)
-    return _quant("rms_norm_quant", x, None, weight, eps)
+    return _quant(x, None, weight, eps)
 
 
 @define_op("rmsnorm_triton::add_rms_norm_quant", mutates_args=("residual",))
@@ -210,4 +217,4 @@ def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     if not residual.is_contiguous():
         raise ValueError("add_rms_norm_quant: residual must be contiguous (it is updated in place), got strides "
                          f"{residual.stride()}")
-    return _quant("add_rms_norm_quant", x, residual, weight, eps)
+    return _quant(x, residual, weight, eps)
