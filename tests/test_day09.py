@@ -33,3 +33,42 @@ def test_interpreted_check_catches_round_half_away_from_zero(tmp_path):
     result = subprocess.run([sys.executable, os.path.join(HERE, "day09_interpreted_kernels.py"), str(tmp_path)],
                             capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode != 0 and "WRONG quant ties" in result.stdout, result.stdout[-3000:]
+
+
+def _turing_compile(folder, kernel_name, signature, constexprs, arch):
+    code = f"""
+import sys
+sys.path.insert(0, {str(folder)!r})
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import rmsnorm_triton as kernels
+source = ASTSource(fn=kernels.{kernel_name}, signature={signature!r}, constexprs={constexprs!r})
+print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
+    """A T4 (sm_75) has no bfloat16 arithmetic: the kernels compute in float32 and only convert,
+    which Triton compiles for it. Compiled here without a GPU, for every dtype (the GPU runs
+    compile them for their own architecture)."""
+    pytest.importorskip("triton")
+    units.load("day09_rmsnorm_int8").write("solution", str(tmp_path))
+    t = f"*{dtype}"
+    kernels = {
+        "rms_norm_forward_kernel": ({"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32", "cols": "i32",
+                                     "eps": "fp32", "HAS_WEIGHT": "constexpr", "BLOCK": "constexpr"},
+                                    {"HAS_WEIGHT": True, "BLOCK": 4096}),
+        "rms_norm_backward_kernel": ({"dy_ptr": t, "x_ptr": t, "w_ptr": t, "rstd_ptr": "*fp32", "dx_ptr": t,
+                                      "partial_ptr": "*fp32", "rows": "i32", "cols": "i32", "rows_per_program": "i32",
+                                      "HAS_WEIGHT": "constexpr", "BLOCK": "constexpr"},
+                                     {"HAS_WEIGHT": True, "BLOCK": 4096}),
+        "rms_norm_quant_kernel": ({"x_ptr": t, "residual_ptr": t, "w_ptr": t, "q_ptr": "*i8", "scale_ptr": "*fp32",
+                                   "cols": "i32", "eps": "fp32", "HAS_RESIDUAL": "constexpr", "BLOCK": "constexpr"},
+                                  {"HAS_RESIDUAL": True, "BLOCK": 4096}),
+    }
+    for name, (signature, constexprs) in kernels.items():
+        result = _turing_compile(tmp_path, name, signature, constexprs, 75)
+        assert result.returncode == 0 and int(result.stdout.split()[-1]) > 0, (name, result.stderr[-3000:])
