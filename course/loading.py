@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import glob
 import importlib
 import importlib.util
@@ -93,6 +94,16 @@ def _drop_ops_namespace(namespace: str) -> None:
     torch.ops.__dict__.pop(namespace, None)
 
 
+def _release_compiled_code() -> None:
+    """Before a library is unloaded: torch.compile's caches hold graphs that call its operators,
+    and reference cycles may hold objects whose code it holds (autograd nodes). Dropped while
+    the library is still mapped, nothing is left to run freed code later, at a garbage
+    collection."""
+    if "torch._dynamo" in sys.modules:
+        sys.modules["torch._dynamo"].reset()
+    gc.collect()
+
+
 def _drop_python_registrations(namespace: str) -> None:
     """Undo what a package's Python registered for its operators (torch.library.register_fake,
     register_autograd): the libraries torch keeps alive for them, and the fake kernels it
@@ -119,6 +130,7 @@ def load_ops_library(namespace: str, library: str):
     if namespace in _loaded_ops:
         handle, path = _loaded_ops.pop(namespace)
         _drop_python_registrations(namespace)  # before their operators go with the library
+        _release_compiled_code()
         _dlclose(path, handle._handle)
         _drop_ops_namespace(namespace)
     copy = _fresh_copy(namespace, library)
@@ -190,6 +202,7 @@ def import_package(package: str, prefix: str, namespace: str = ""):
             sys.path.remove(old)
         if namespace:
             _drop_python_registrations(namespace)
+        _release_compiled_code()
         _unload_libraries_under(old)
         if namespace:
             _drop_ops_namespace(namespace)
