@@ -34,7 +34,7 @@ EXACT_SHARE = 0.999
 
 # ---- inputs ----
 
-def _tie_rows(shape, generator):
+def tie_rows(shape, generator):
     """Rows built so that y / scale lands exactly on k + 0.5 for most elements: every row a
     permutation of the same values, one of them 127 and the others k + 0.5, and eps chosen so
     that mean(x²) + eps is a power of 4. Then rstd is a power of 2, scale = rstd, and
@@ -57,7 +57,7 @@ def make_inputs(case, generator):
     weight = torch.randn(cols, generator=generator, dtype=torch.float64)
     eps = p.get("eps", 1e-6)
     if p.get("ties"):
-        x, eps = _tie_rows(shape, generator)
+        x, eps = tie_rows(shape, generator)
         weight = torch.ones(cols, dtype=torch.float64)
     if p.get("zero_rows") and x.numel():
         x.reshape(-1, cols)[::2] = 0
@@ -144,14 +144,6 @@ def _call_compiled(ext, inputs):
     compiled = torch.compile(block, fullgraph=True, backend="inductor" if inputs["x"].is_cuda else "aot_eager")
     with torch.no_grad():
         return compiled(inputs["x"], inputs["w1"], inputs["weight"])
-
-
-def _call_perf_quant(ext, inputs):
-    return _call_quant(ext, inputs)
-
-
-def _call_perf_autograd(ext, inputs):
-    return _call_autograd(ext, inputs)
 
 
 def baseline(inputs):
@@ -288,9 +280,13 @@ def _compiled_tolerance(inputs):
 
 
 def _dtypes(*kinds):
-    return lambda inputs: tuple(inputs["x"].dtype if k == "x" else (torch.float64 if k == "stats" and inputs[
-        "x"].dtype == torch.float64 else {"int8": torch.int8, "float32": torch.float32, "stats": torch.float32}[k])
-        for k in kinds)
+    """The outputs' dtypes by kind: "x" is x's dtype, "stats" float32 (float64 for float64 x)."""
+    def dtypes(inputs):
+        x = inputs["x"].dtype
+        named = {"x": x, "stats": torch.float64 if x == torch.float64 else torch.float32, "int8": torch.int8,
+                 "float32": torch.float32}
+        return tuple(named[kind] for kind in kinds)
+    return dtypes
 
 
 QUANT_EXACT = (("q", EXACT_SHARE),)
@@ -308,9 +304,9 @@ OPS = {
     "opcheck": flag(_call_opcheck, "opcheck"),
     "compiled": Op(_call_compiled, _compiled_reference, ("y", "q", "scale"), _dtypes("x", "int8", "float32"),
                    _compiled_tolerance, QUANT_EXACT),
-    "perf_quant": Op(_call_perf_quant, _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
+    "perf_quant": Op(_call_quant, _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
                      _quant_tolerance, QUANT_EXACT),
-    "perf_autograd": Op(_call_perf_autograd, _autograd_reference, ("dx", "dweight"), _dtypes("x", "x"),
+    "perf_autograd": Op(_call_autograd, _autograd_reference, ("dx", "dweight"), _dtypes("x", "x"),
                         _backward_tolerance),
 }
 

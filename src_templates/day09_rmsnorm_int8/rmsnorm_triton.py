@@ -39,8 +39,7 @@ def _refuse_unfinished(*kernels: str) -> None:
 
 def _warps(block: int, element_size: int) -> int:
     """About 32 bytes of the row a thread, 1 to 16 warps (as day08's softmax)."""
-    warps = block * element_size // (32 * 32)
-    return max(1, min(16, triton.next_power_of_2(max(warps, 1))))
+    return min(16, max(1, block * element_size // (32 * 32)))
 
 
 def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True) -> None:
