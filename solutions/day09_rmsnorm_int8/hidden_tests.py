@@ -22,7 +22,8 @@ def _gpu_cases(backend):
         case("backward_op", backend, FP32, (1000, 300), "tail", hint=HINTS["tail"]),
         case("autograd", backend, BF16, (64, 2048)),
         case("autograd", backend, FP16, (3, 5, 768), "3d"),
-        case("autograd", backend, FP32, (16, 96), "no_weight", has_weight=False),
+        case("autograd_no_weight", backend, FP32, (16, 96), has_weight=False, group=f"{backend}_autograd",
+             hint="with no weight, g = dy: the backward must not read a weight that is not there"),
         # ---- rms_norm + INT8 ----
         *[case("quant", backend, dtype, (128, 4096)) for dtype in (FP32, FP16)],
         case("quant", backend, BF16, (37, 777), "tail", hint=HINTS["tail"]),
@@ -65,6 +66,7 @@ CASES = [
     case("forward", "cuda", FP32, (16, 64), "no_weight", device="cpu", has_weight=False),
     case("backward_op", "cuda", FP32, (64, 256), device="cpu"),
     case("autograd", "cuda", FP64, (16, 48), device="cpu"),
+    case("autograd_no_weight", "cuda", FP32, (16, 96), device="cpu", has_weight=False, group="cpu_autograd"),
     case("quant", "cuda", BF16, (37, 777), "tail", device="cpu"),
     case("quant", "cuda", FP32, (16, 512), "zero_rows", device="cpu", zero_rows=True, hint=HINTS["zeros"]),
     case("quant", "cuda", FP32, (0, 64), "empty", device="cpu"),

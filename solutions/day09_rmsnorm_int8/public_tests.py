@@ -65,7 +65,7 @@ def make_inputs(case, generator):
         x.reshape(-1, cols)[:, cols // 3] = 1e4  # one value per row far above the rest
     inputs = {"op": p["op"], "backend": p.get("backend", "cuda"), "x": x.to(dtype), "weight": weight.to(dtype),
               "has_weight": p.get("has_weight", True), "eps": eps, "target": p.get("target", "")}
-    if p["op"] in ("backward_op", "autograd", "perf_autograd"):
+    if p["op"] in ("backward_op", "autograd", "autograd_no_weight", "perf_autograd"):
         inputs["dy"] = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
     if p["op"] == "backward_op":
         x64 = inputs["x"].double()
@@ -107,8 +107,18 @@ def _call_autograd(ext, inputs):
     return gradients(norm, inputs, ("x", "weight"), "dy")
 
 
+def _call_autograd_no_weight(ext, inputs):
+    def norm(x):
+        return ext.rms_norm(x, None, inputs["eps"], backend=inputs["backend"])
+    return gradients(norm, inputs, ("x",), "dy")
+
+
 def _call_quant(ext, inputs):
     return ext.ops(inputs["backend"]).rms_norm_quant(inputs["x"], inputs["weight"], inputs["eps"])
+
+
+def _call_quant_as_users_do(ext, inputs):
+    return ext.rms_norm_quant(inputs["x"], inputs["weight"], inputs["eps"], backend=inputs["backend"])
 
 
 def _call_residual(ext, inputs):
@@ -297,6 +307,8 @@ OPS = {
                       _backward_tolerance),
     "autograd": Op(nan_filled(_call_autograd), _autograd_reference, ("dx", "dweight"), _dtypes("x", "x"),
                    _backward_tolerance),
+    "autograd_no_weight": Op(nan_filled(_call_autograd_no_weight), lambda inputs: _autograd_reference(inputs)[:1],
+                             ("dx",), _dtypes("x"), lambda inputs: {"dx": _backward_tolerance(inputs)["dx"]}),
     "quant": Op(nan_filled(_call_quant), _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
                 _quant_tolerance, QUANT_EXACT),
     "residual": Op(nan_filled(_call_residual), _residual_reference, ("q", "scale", "residual"),
@@ -304,7 +316,7 @@ OPS = {
     "opcheck": flag(_call_opcheck, "opcheck"),
     "compiled": Op(_call_compiled, _compiled_reference, ("y", "q", "scale"), _dtypes("x", "int8", "float32"),
                    _compiled_tolerance, QUANT_EXACT),
-    "perf_quant": Op(_call_quant, _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
+    "perf_quant": Op(_call_quant_as_users_do, _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
                      _quant_tolerance, QUANT_EXACT),
     "perf_autograd": Op(_call_autograd, _autograd_reference, ("dx", "dweight"), _dtypes("x", "x"),
                         _backward_tolerance),
@@ -329,7 +341,8 @@ HINTS = {
     "tail": "D is not a power of two here: lanes past the row's end must read 0 (masked), or the next row leaks in",
     "opcheck": "opcheck tests the schema (does the op write an argument it does not declare with `!`?), the fake "
                "kernel (the same shapes, dtypes and devices as the real one) and the autograd registration",
-    "compiled": "a graph break or a missing fake kernel: torch.compile(fullgraph=True) must trace every op",
+    "compiled": "a graph break or a missing fake kernel: torch.compile(fullgraph=True) must trace every op; in "
+                "Triton, float arguments arrive as float64 from its launcher: cast eps with tl.cast(eps, tl.float32)",
     "checks": "check the arguments before launching, and name the argument in the message",
 }
 

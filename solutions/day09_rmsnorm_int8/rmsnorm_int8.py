@@ -11,7 +11,7 @@ eps=None means torch.finfo(x.dtype).eps, as in F.rms_norm.
 """
 import torch
 
-import rmsnorm_triton  # noqa: F401 - defines torch.ops.rmsnorm_triton
+import rmsnorm_triton  # defines torch.ops.rmsnorm_triton
 
 BACKENDS = ("cuda", "triton")
 
@@ -59,16 +59,24 @@ def _eps(x, eps):
     return torch.finfo(x.dtype).eps if eps is None else float(eps)
 
 
+def _call(backend, name, x, *args):
+    """The operator, or in eager mode on real CUDA tensors the Triton function it wraps, which
+    skips the operator's Python dispatch (rmsnorm_triton.py)."""
+    if backend == "triton" and type(x) is torch.Tensor and x.is_cuda and not torch.compiler.is_compiling():
+        return rmsnorm_triton.EAGER[name](x, *args)
+    return getattr(ops(backend), name)(x, *args)
+
+
 def rms_norm(x, weight=None, eps=None, backend="cuda"):
-    return ops(backend).rms_norm(x, weight, _eps(x, eps))[0]
+    return _call(backend, "rms_norm", x, weight, _eps(x, eps))[0]
 
 
 def rms_norm_quant(x, weight, eps=None, backend="cuda"):
-    return ops(backend).rms_norm_quant(x, weight, _eps(x, eps))
+    return _call(backend, "rms_norm_quant", x, weight, _eps(x, eps))
 
 
 def add_rms_norm_quant(x, residual, weight, eps=None, backend="cuda"):
-    return ops(backend).add_rms_norm_quant(x, residual, weight, _eps(x, eps))
+    return _call(backend, "add_rms_norm_quant", x, residual, weight, _eps(x, eps))
 
 
 def rms_norm_quant_unfused(x, weight, eps=None, residual=None):

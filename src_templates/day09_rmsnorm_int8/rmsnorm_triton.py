@@ -8,7 +8,14 @@ squares or to the max. torch.library.triton_op registers each function as an ope
 fake kernel is the function itself run on fake tensors (the launches, wrapped in
 wrap_triton, are recorded instead of run), so torch.compile traces it and can even inline
 the Triton kernels into its own graph.
+
+An operator's Python dispatch costs more host time than its launches (docs/performance.md):
+in eager mode, the calls of rmsnorm_int8.py run the same functions straight (`eager`), and
+torch.compile, opcheck and torch.ops users get the operators.
 """
+import functools
+import threading
+
 import torch
 import triton
 import triton.language as tl
@@ -18,9 +25,21 @@ MAX_COLS = 16384
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 if hasattr(torch.library, "triton_op"):  # torch >= 2.6
-    define_op, launch = torch.library.triton_op, torch.library.wrap_triton
+    define_op, _wrap = torch.library.triton_op, torch.library.wrap_triton
 else:  # an opaque custom op, launched as is: torch.compile treats it as a black box
-    define_op, launch = torch.library.custom_op, lambda kernel: kernel
+    define_op, _wrap = torch.library.custom_op, lambda kernel: kernel
+
+
+class _Direct(threading.local):
+    on = False  # set while `eager` runs a function outside its operator
+
+
+_direct = _Direct()
+
+
+def launch(kernel):
+    """The kernel as torch.compile can record it (inside an operator), or as is (eager)."""
+    return kernel if _direct.on else _wrap(kernel)
 
 
 _TODOS: dict[str, str] = {}  # kernel: what is left to write in it
@@ -40,6 +59,11 @@ def _refuse_unfinished(*kernels: str) -> None:
 def _warps(block: int, element_size: int) -> int:
     """About 32 bytes of the row a thread, 1 to 16 warps (as day08's softmax)."""
     return min(16, max(1, block * element_size // (32 * 32)))
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True) -> None:
@@ -79,12 +103,11 @@ def rms_norm_forward_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, cols, eps, HAS_WEIGHT
 
 
 todo("rms_norm_forward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_forward_kernel: load the row in float32 "
-     "(masked lanes read 0), rstd = 1 / sqrt(sum(x * x) / cols + eps), store y = x * rstd * w in y's dtype and rstd; "
-     "then delete this line")
+     "(masked lanes read 0), rstd = 1 / sqrt(sum(x * x) / cols + tl.cast(eps, tl.float32)) (torch.compile passes "
+     "eps as float64), store y = x * rstd * w in y's dtype and rstd; then delete this line")
 
 
-@define_op("rmsnorm_triton::rms_norm", mutates_args=())
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_forward_kernel")
     _check("rms_norm", x, weight, eps, weight_required=False)
     x = x.contiguous()
@@ -96,6 +119,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[
         x, weight, y, rstd, cols, eps, HAS_WEIGHT=weight is not None, BLOCK=block,
         num_warps=_warps(block, x.element_size()))
     return y, rstd
+
+
+rms_norm = define_op("rmsnorm_triton::rms_norm", _rms_norm, mutates_args=())
 
 
 # ---- backward: dx = rstd · (g − x̂ · mean(g · x̂)), dw = Σ_rows dy · x̂ (x̂ = x · rstd, g = dy · w) ----
@@ -123,8 +149,7 @@ todo("rms_norm_backward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_backw
      "and dw += dy * x̂; then delete this line")
 
 
-@define_op("rmsnorm_triton::rms_norm_backward", mutates_args=())
-def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                       rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_backward_kernel")
     _check("rms_norm_backward", x, weight, 0.0, weight_required=False)
@@ -137,7 +162,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
     rows = x.numel() // cols
     dx = torch.empty_like(x)
     # Enough programs to fill the GPU a few times over; each adds its rows' dw into one row.
-    programs = max(1, min(rows, 4 * torch.cuda.get_device_properties(x.device).multi_processor_count))
+    programs = max(1, min(rows, 4 * _multiprocessors(x.device)))
     partials = torch.empty(programs, cols, device=x.device, dtype=torch.float32)
     block = triton.next_power_of_2(cols)
     launch(rms_norm_backward_kernel)[(programs,)](
@@ -145,6 +170,9 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
         BLOCK=block, num_warps=_warps(block, 4))
     dweight = partials.sum(0).to(x.dtype) if rows else torch.zeros(cols, device=x.device, dtype=x.dtype)
     return dx, dweight
+
+
+rms_norm_backward = define_op("rmsnorm_triton::rms_norm_backward", _rms_norm_backward, mutates_args=())
 
 
 def _setup_context(ctx, inputs, output):
@@ -176,7 +204,7 @@ def rms_norm_quant_kernel(x_ptr, residual_ptr, w_ptr, q_ptr, scale_ptr, cols, ep
         x = x.to(residual_ptr.dtype.element_ty)
         tl.store(residual_ptr + start + offsets, x, mask=mask)
     x = x.to(tl.float32)
-    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.sum(x * x, axis=0) / cols + eps))
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.sum(x * x, axis=0) / cols + tl.cast(eps, tl.float32)))  # compiled: eps is fp64
     y = x * rstd * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     pass  # TODO(day09): scale, q, and both stored
 
@@ -198,15 +226,16 @@ def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
     return q, scale
 
 
-@define_op("rmsnorm_triton::rms_norm_quant", mutates_args=())
-def rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_quant_kernel")
     _check("rms_norm_quant", x, weight, eps)
     return _quant(x, None, weight, eps)
 
 
-@define_op("rmsnorm_triton::add_rms_norm_quant", mutates_args=("residual",))
-def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+rms_norm_quant = define_op("rmsnorm_triton::rms_norm_quant", _rms_norm_quant, mutates_args=())
+
+
+def _add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_quant_kernel")
     _check("add_rms_norm_quant", x, weight, eps)
@@ -217,3 +246,39 @@ def add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         raise ValueError("add_rms_norm_quant: residual must be contiguous (it is updated in place), got strides "
                          f"{residual.stride()}")
     return _quant(x, residual, weight, eps)
+
+
+add_rms_norm_quant = define_op("rmsnorm_triton::add_rms_norm_quant", _add_rms_norm_quant, mutates_args=("residual",))
+
+
+# ---- eager: the same functions without the operators' dispatch ----
+
+def _run_direct(function, *args):
+    _direct.on = True
+    try:
+        return function(*args)
+    finally:
+        _direct.on = False
+
+
+class _RMSNormFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = _run_direct(_rms_norm, x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.mark_non_differentiable(rstd)
+        return y, rstd
+
+    @staticmethod
+    def backward(ctx, dy, _drstd):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dweight = _run_direct(_rms_norm_backward, dy, x, weight, rstd)
+        return dx, (dweight if weight is not None else None), None
+
+
+# For real CUDA tensors in eager mode only: fake tensors and torch.compile need the operators.
+EAGER = {
+    "rms_norm": _RMSNormFunction.apply,
+    "rms_norm_quant": lambda x, weight, eps: _run_direct(_rms_norm_quant, x, weight, eps),
+    "add_rms_norm_quant": lambda x, residual, weight, eps: _run_direct(_add_rms_norm_quant, x, residual, weight, eps),
+}
