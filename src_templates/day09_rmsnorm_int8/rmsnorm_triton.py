@@ -10,7 +10,7 @@ wrap_triton, are recorded instead of run), so torch.compile traces it and can ev
 the Triton kernels into its own graph.
 
 An operator's Python dispatch costs more host time than its launches (docs/performance.md):
-in eager mode, the calls of rmsnorm_int8.py run the same functions straight (`eager`), and
+in eager mode, the calls of rmsnorm_int8.py run the same functions straight (`EAGER`), and
 torch.compile, opcheck and torch.ops users get the operators.
 """
 import functools
@@ -31,7 +31,7 @@ else:  # an opaque custom op, launched as is: torch.compile treats it as a black
 
 
 class _Direct(threading.local):
-    on = False  # set while `eager` runs a function outside its operator
+    on = False  # set while _run_direct runs a function outside its operator
 
 
 _direct = _Direct()
@@ -150,7 +150,7 @@ todo("rms_norm_backward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_backw
 
 
 def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
-                      rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                       rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_backward_kernel")
     _check("rms_norm_backward", x, weight, 0.0, weight_required=False)
     if dy.shape != x.shape or dy.dtype != x.dtype or rstd.shape != x.shape[:-1] or rstd.dtype != torch.float32:
