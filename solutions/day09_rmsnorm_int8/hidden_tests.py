@@ -78,7 +78,7 @@ CASES = [
     error("cpu_error_residual_not_contiguous", ("residual", "contiguous"), op="residual", device="cpu",
           residual=lambda r: r.t().contiguous().t()),
     # ---- the GPU backends ----
-    *_gpu_cases("cuda"),
+    *[c for c in _gpu_cases("cuda") if c.name not in {public.name for public in PUBLIC_CASES}],
     compiled("cuda"),
     *_gpu_cases("triton"),
     error("triton_error_x_on_cpu", ("x", "CUDA"), backend="triton", x=lambda x: x.cpu()),

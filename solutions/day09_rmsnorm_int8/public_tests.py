@@ -409,6 +409,7 @@ CASES = [
     case("backward_op", "cuda", FP32, (512, 768)),
     case("quant", "cuda", BF16, (256, 4096)),
     case("quant", "cuda", FP32, (50, 1000), "tail", hint=HINTS["tail"]),
+    case("quant", "cuda", FP32, (64, 64), "ties", ties=True, hint=HINTS["ties"]),
     case("residual", "cuda", BF16, (64, 2048)),
     opcheck("cuda", "rms_norm_quant"),
     case("forward", "triton", FP16, (128, 1024)),
