@@ -38,12 +38,18 @@ def expect(ok, what):
         failures.append(what)
 
 
-def check_quant(x, weight, eps, residual=None, label=""):
+def check_quant(x, weight, eps, residual=None, label="", chunk=None):
+    """The row-in-registers kernel, or with `chunk` the long-row one walking chunks that long."""
     rows, cols = x.shape
     q, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows)
     updated = residual.clone() if residual is not None else None
-    kernels.rms_norm_quant_kernel[(rows,)](x, updated, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None,
-                                           BLOCK=triton.next_power_of_2(cols))
+    if chunk is None:
+        kernels.rms_norm_quant_kernel[(rows,)](x, updated, weight, q, scale, cols, eps,
+                                               HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(cols))
+    else:
+        kernels.rms_norm_quant_long_kernel[(rows,)](x, updated, weight, q, scale, cols, eps,
+                                                    HAS_RESIDUAL=residual is not None, CHUNK=chunk)
+        label += f" (long-row kernel, chunks of {chunk})"
     r = x if residual is None else (x.double() + residual.double()).to(x.dtype)
     r64 = r.double()
     q64, scale64 = SUITE.quantize64(r64 * (r64.square().mean(-1, keepdim=True) + eps).rsqrt() * weight.double())
@@ -81,9 +87,14 @@ for dtype in (torch.float32, torch.float16):
         x, weight = torch.randn(rows, cols).to(dtype), torch.randn(cols).to(dtype)
         check_quant(x, weight, EPS, label=f"{short} {rows}x{cols}")
         check_quant(x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual")
+        for chunk in (64, 1024):
+            check_quant(x, weight, EPS, label=f"{short} {rows}x{cols}", chunk=chunk)
+            check_quant(x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual",
+                        chunk=chunk)
     zeros = torch.randn(4, 300).to(dtype)
     zeros[1] = 0
     check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros")
+    check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros", chunk=64)
     check_norm(torch.randn(7, 300).to(dtype), torch.randn(300).to(dtype), torch.randn(7, 300).to(dtype), short)
 
 # Rows whose y / scale lands exactly on halves (the suite's tie rows): q must be exact.
@@ -94,5 +105,7 @@ kernels.rms_norm_quant_kernel[(8,)](ties, None, torch.ones(64), q, scale, 64, ep
 r64 = ties.double()
 exact = SUITE.quantize64(r64 * (r64.square().mean(-1, keepdim=True) + eps).rsqrt())[0]
 expect(torch.equal(q.double(), exact), "quant ties: every half rounded to even")
+kernels.rms_norm_quant_long_kernel[(8,)](ties, None, torch.ones(64), q, scale, 64, eps, HAS_RESIDUAL=False, CHUNK=16)
+expect(torch.equal(q.double(), exact), "quant ties, long-row kernel: every half rounded to even")
 
 sys.exit(1 if failures else 0)

@@ -40,11 +40,12 @@ def test_interpreted_check_catches_round_half_away_from_zero(tmp_path):
     units.load("day09_rmsnorm_int8").write("solution", str(tmp_path))
     kernel = tmp_path / "rmsnorm_triton.py"
     text = kernel.read_text()
-    rounded = "tl.where(y / scale >= 0, tl.floor(y / scale + 0.5), -tl.floor(-y / scale + 0.5))"
-    kernel.write_text(text.replace("libdevice.rint(tl.div_rn(y, tl.where(scale == 0.0, 1.0, scale)))", rounded, 1))
-    assert kernel.read_text() != text
+    rounded = "tl.where(y >= 0, tl.floor(y * inv_scale + 0.5), -tl.floor(-y * inv_scale + 0.5))"
+    assert text.count("libdevice.rint(y * inv_scale)") == 2  # both quant kernels
+    kernel.write_text(text.replace("libdevice.rint(y * inv_scale)", rounded))
     result = _interpreted(tmp_path)
-    assert result.returncode != 0 and "WRONG quant ties" in result.stdout, result.stdout[-3000:]
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert "WRONG quant ties: every" in result.stdout and "WRONG quant ties, long-row kernel" in result.stdout
 
 
 def _turing_compile(folder, kernel_name, signature, constexprs, arch):
@@ -80,6 +81,10 @@ def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
         "rms_norm_quant_kernel": ({"x_ptr": t, "residual_ptr": t, "w_ptr": t, "q_ptr": "*i8", "scale_ptr": "*fp32",
                                    "cols": "i32", "eps": "fp32", "HAS_RESIDUAL": "constexpr", "BLOCK": "constexpr"},
                                   {"HAS_RESIDUAL": True, "BLOCK": 4096}),
+        "rms_norm_quant_long_kernel": ({"x_ptr": t, "residual_ptr": t, "w_ptr": t, "q_ptr": "*i8",
+                                        "scale_ptr": "*fp32", "cols": "i32", "eps": "fp32",
+                                        "HAS_RESIDUAL": "constexpr", "CHUNK": "constexpr"},
+                                       {"HAS_RESIDUAL": True, "CHUNK": 2048}),
     }
     for name, (signature, constexprs) in kernels.items():
         result = _turing_compile(tmp_path, name, signature, constexprs, 75)

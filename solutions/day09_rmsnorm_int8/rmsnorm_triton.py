@@ -2,9 +2,10 @@
 torch.ops.rmsnorm_triton.{rms_norm, rms_norm_backward, rms_norm_quant, add_rms_norm_quant},
 with the same schemas and math as the CUDA ones (rmsnorm_kernels.h).
 
-A row per program, held whole in one block of BLOCK = next power of two >= D lanes (D up to
-16384): the lanes past D are masked, and read as 0 so that they add nothing to the sum of
-squares or to the max. torch.library.triton_op registers each function as an operator: its
+A row per program, held whole in one block of BLOCK = next power of two >= D lanes: the lanes
+past D are masked, and read as 0 so that they add nothing to the sum of squares or to the max.
+The quantization holds rows of up to LONG_ROW elements; a longer one (D up to 16384) would
+spill registers, so its kernel walks the row in chunks, twice. torch.library.triton_op registers each function as an operator: its
 fake kernel is the function itself run on fake tensors (the launches, wrapped in
 wrap_triton, are recorded instead of run), so torch.compile traces it and can even inline
 the Triton kernels into its own graph.
@@ -22,6 +23,8 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 MAX_COLS = 16384
+LONG_ROW = 8192  # past this, rms_norm_quant_long_kernel (docs/performance.md has the timings)
+LONG_ROW_CHUNK, LONG_ROW_WARPS = 2048, 4
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 if hasattr(torch.library, "triton_op"):  # torch >= 2.6
@@ -59,6 +62,12 @@ def _refuse_unfinished(*kernels: str) -> None:
 def _warps(block: int, element_size: int) -> int:
     """About 32 bytes of the row a thread, 1 to 16 warps (as day08's softmax)."""
     return min(16, max(1, block * element_size // (32 * 32)))
+
+
+def _quant_warps(block: int) -> int:
+    """About 32 elements a thread, 2 to 8 warps: the quantization keeps x and y in float32
+    registers, whatever x's dtype, and more rows in flight beat more threads a row."""
+    return min(8, max(2, block // (32 * 32)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -237,9 +246,10 @@ def rms_norm_quant_kernel(x_ptr, residual_ptr, w_ptr, q_ptr, scale_ptr, cols, ep
     y = x * rstd * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
     # BEGIN SOLUTION
     scale = tl.max(tl.abs(y), axis=0) / 127.0
-    # rint rounds half to even; div_rn is IEEE division (a plain / may be approximate).
-    q = libdevice.rint(tl.div_rn(y, tl.where(scale == 0.0, 1.0, scale)))
-    q = tl.minimum(tl.maximum(q, -127.0), 127.0)
+    # One IEEE division a row (a plain / may be approximate), then a multiply an element, as
+    # the CUDA kernel's inverse_scale; rint rounds half to even.
+    inv_scale = tl.where(scale == 0.0, 0.0, tl.div_rn(1.0, scale))
+    q = tl.minimum(tl.maximum(libdevice.rint(y * inv_scale), -127.0), 127.0)
     tl.store(q_ptr + start + offsets, q.to(tl.int8), mask=mask)
     tl.store(scale_ptr + tl.program_id(0), scale)
     # STUB
@@ -250,8 +260,58 @@ def rms_norm_quant_kernel(x_ptr, residual_ptr, w_ptr, q_ptr, scale_ptr, cols, ep
 # BEGIN SOLUTION
 # STUB
 todo("rms_norm_quant_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_quant_kernel: scale = max|y| / 127, "
-     "q = clamp(rint(y / scale), -127, 127) (libdevice.rint rounds half to even; a scale of 0 gives q = 0), store q "
-     "as int8 and the scale; then delete this line")
+     "q = clamp(rint(y * inv_scale), -127, 127) with inv_scale = tl.div_rn(1.0, scale), or 0 where the scale is 0 "
+     "(libdevice.rint rounds half to even), store q as int8 and the scale; then delete this line")
+# END SOLUTION
+
+
+@triton.jit
+def rms_norm_quant_long_kernel(x_ptr, residual_ptr, w_ptr, q_ptr, scale_ptr, cols, eps, HAS_RESIDUAL: tl.constexpr,
+                               CHUNK: tl.constexpr):
+    """Rows longer than LONG_ROW, in CHUNK lanes at a time: a first pass sums x² and takes
+    max|x · w|, a second reads the row again (from L2, where the first left it) for q. With
+    y = (x · w) · rstd the max needs no pass of its own: rstd > 0 and rounding is monotonic, so
+    max|y| = max|x · w| · rstd, to the bit."""
+    start = tl.program_id(0).to(tl.int64) * cols
+    squares = tl.zeros([CHUNK], dtype=tl.float32)
+    largest = tl.zeros([CHUNK], dtype=tl.float32)
+    for first in range(0, cols, CHUNK):
+        offsets = first + tl.arange(0, CHUNK)
+        mask = offsets < cols
+        x = tl.load(x_ptr + start + offsets, mask=mask, other=0.0)
+        if HAS_RESIDUAL:
+            x = (x.to(tl.float32) + tl.load(residual_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32))
+            x = x.to(residual_ptr.dtype.element_ty)
+            tl.store(residual_ptr + start + offsets, x, mask=mask)
+        x = x.to(tl.float32)
+        squares += x * x
+        largest = tl.maximum(largest, tl.abs(x * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)))
+    rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.sum(squares, axis=0) / cols + tl.cast(eps, tl.float32)))
+    if HAS_RESIDUAL:
+        tl.debug_barrier()  # the second pass reads r back: every thread's stores first
+    row_ptr = residual_ptr if HAS_RESIDUAL else x_ptr
+    # BEGIN SOLUTION
+    scale = tl.max(largest, axis=0) * rstd / 127.0
+    inv_scale = tl.where(scale == 0.0, 0.0, tl.div_rn(1.0, scale))
+    for first in range(0, cols, CHUNK):
+        offsets = first + tl.arange(0, CHUNK)
+        mask = offsets < cols
+        x = tl.load(row_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32)
+        y = x * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32) * rstd
+        q = tl.minimum(tl.maximum(libdevice.rint(y * inv_scale), -127.0), 127.0)
+        tl.store(q_ptr + start + offsets, q.to(tl.int8), mask=mask)
+    tl.store(scale_ptr + tl.program_id(0), scale)
+    # STUB
+    pass  # TODO(day09): scale from the max, then the second pass over the row: y, q stored; and the scale
+    # END SOLUTION
+
+
+# BEGIN SOLUTION
+# STUB
+todo("rms_norm_quant_long_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_quant_long_kernel: scale = "
+     "max(largest) * rstd / 127 and inv_scale as in rms_norm_quant_kernel; then a second loop over the row's chunks: "
+     "y = x * w * rstd (in that order, so that max|y| is the scale's max), q = clamp(rint(y * inv_scale), -127, 127) "
+     "stored as int8; store the scale; then delete this line")
 # END SOLUTION
 
 
@@ -261,15 +321,25 @@ def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
     q = torch.empty(x.shape, device=x.device, dtype=torch.int8)
     scale = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
     block = triton.next_power_of_2(cols)
-    launch(rms_norm_quant_kernel)[(x.numel() // cols,)](
-        x, residual, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, BLOCK=block,
-        num_warps=_warps(block, x.element_size()))
+    grid = (x.numel() // cols,)
+    if block <= LONG_ROW:
+        launch(rms_norm_quant_kernel)[grid](
+            x, residual, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, BLOCK=block,
+            num_warps=_quant_warps(block))
+    else:
+        launch(rms_norm_quant_long_kernel)[grid](
+            x, residual, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, CHUNK=LONG_ROW_CHUNK,
+            num_warps=LONG_ROW_WARPS)
     return q, scale
 
 
+def _quant_kernel(cols: int) -> str:
+    return "rms_norm_quant_kernel" if triton.next_power_of_2(cols) <= LONG_ROW else "rms_norm_quant_long_kernel"
+
+
 def _rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    _refuse_unfinished("rms_norm_quant_kernel")
     _check("rms_norm_quant", x, weight, eps)
+    _refuse_unfinished(_quant_kernel(x.shape[-1]))
     return _quant(x, None, weight, eps)
 
 
@@ -278,8 +348,8 @@ rms_norm_quant = define_op("rmsnorm_triton::rms_norm_quant", _rms_norm_quant, mu
 
 def _add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    _refuse_unfinished("rms_norm_quant_kernel")
     _check("add_rms_norm_quant", x, weight, eps)
+    _refuse_unfinished(_quant_kernel(x.shape[-1]))
     if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
         raise ValueError(f"add_rms_norm_quant: residual must be shaped like x {list(x.shape)} in {x.dtype} on "
                          f"{x.device}, got {list(residual.shape)} {residual.dtype} on {residual.device}")
