@@ -275,13 +275,9 @@ def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
     return q, scale
 
 
-def _quant_kernel(cols: int) -> str:
-    return "rms_norm_quant_kernel" if triton.next_power_of_2(cols) <= LONG_ROW else "rms_norm_quant_long_kernel"
-
-
 def _rms_norm_quant(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_quant_kernel", "rms_norm_quant_long_kernel")
     _check("rms_norm_quant", x, weight, eps)
-    _refuse_unfinished(_quant_kernel(x.shape[-1]))
     return _quant(x, None, weight, eps)
 
 
@@ -290,8 +286,8 @@ rms_norm_quant = define_op("rmsnorm_triton::rms_norm_quant", _rms_norm_quant, mu
 
 def _add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                        eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    _refuse_unfinished("rms_norm_quant_kernel", "rms_norm_quant_long_kernel")
     _check("add_rms_norm_quant", x, weight, eps)
-    _refuse_unfinished(_quant_kernel(x.shape[-1]))
     if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
         raise ValueError(f"add_rms_norm_quant: residual must be shaped like x {list(x.shape)} in {x.dtype} on "
                          f"{x.device}, got {list(residual.shape)} {residual.dtype} on {residual.device}")
