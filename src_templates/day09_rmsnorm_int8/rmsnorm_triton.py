@@ -5,10 +5,12 @@ with the same schemas and math as the CUDA ones (rmsnorm_kernels.h).
 A row per program, held whole in one block of BLOCK = next power of two >= D lanes: the lanes
 past D are masked, and read as 0 so that they add nothing to the sum of squares or to the max.
 The quantization holds rows of up to LONG_ROW elements; a longer one (D up to 16384) would
-spill registers, so its kernel walks the row in chunks, twice. torch.library.triton_op registers each function as an operator: its
-fake kernel is the function itself run on fake tensors (the launches, wrapped in
-wrap_triton, are recorded instead of run), so torch.compile traces it and can even inline
-the Triton kernels into its own graph.
+spill registers, so its kernel walks the row in chunks, twice.
+
+torch.library.triton_op registers each function as an operator: its fake kernel is the
+function itself run on fake tensors (the launches, wrapped in wrap_triton, are recorded
+instead of run), so torch.compile traces it and can even inline the Triton kernels into its
+own graph.
 
 An operator's Python dispatch costs more host time than its launches (docs/performance.md):
 in eager mode, the calls of rmsnorm_int8.py run the same functions straight (`EAGER`), and
