@@ -6,7 +6,8 @@
 
 For each unit: src_templates/<unit>/ (starter sources), notebooks/<unit>.ipynb
 (student), notebooks/instructor/<unit>.ipynb (solutions filled in) and, for the instructor
-kit, docs/instructor/<unit>_mistakes.md (its mutants: the mistake, the tests lost, the hints).
+kit, docs/instructor/<unit>_mistakes.md (its mutants: the mistake, the tests lost, the hints)
+and docs/instructor/<unit>_pacing.md (its sections, what each asks and an estimate of its time).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import nbformat
 
 from course.authoring import units
 from course.authoring.mistakes import mistakes_path, mistakes_text
+from course.authoring.pacing import pacing_path, pacing_text
 from course.notebook import SOURCE_MAGIC, UNITS_DIR
 from course.authoring.units import Unit
 
@@ -166,6 +168,8 @@ def generated_files(unit: Unit) -> dict[str, str]:
     mistakes = mistakes_text(unit)
     if mistakes:
         files[mistakes_path(unit)] = mistakes
+    if os.path.exists(os.path.join(unit.folder, "lesson.md")):
+        files[pacing_path(unit)] = pacing_text(unit)
     _check_stubs(unit)
     return files
 

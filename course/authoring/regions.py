@@ -59,6 +59,13 @@ def template_text(text: str, path: str = "<text>") -> str:
     return _render(text, path, {"plain", "stub"})
 
 
+def solution_lines(text: str, path: str = "<text>") -> int:
+    """Lines of code the solution regions hold (blank lines and comment-only lines left out):
+    what a student writes."""
+    return sum(1 for kind, lines in _split(text, path) if kind == "solution" for line in lines
+               if line.strip() and not line.strip().startswith(("//", "#")))
+
+
 def stubs(text: str, path: str = "<text>") -> list[str]:
     """The stub of each solution region (empty string for a region without one)."""
     found, previous = [], None
