@@ -14,7 +14,7 @@ import os
 import re
 
 from course.authoring.regions import solution_lines
-from course.authoring.units import Unit
+from course.authoring.units import Unit, all_units
 
 READING_WORDS_A_MINUTE = 150
 MINUTES_A_LINE = 1.5
@@ -71,12 +71,11 @@ def minutes(section: dict) -> int:
 
 def pacing_text(unit: Unit) -> str:
     """The unit's pacing guide as markdown."""
-    from course.authoring.units import all_units
-
     rows = sections(unit)
     names = [other.name for other in all_units(unit.repo)]
-    before = names[names.index(unit.name) - 1] if unit.name in names and names.index(unit.name) else ""
-    given = sorted({source for _, source in unit.given})
+    position = names.index(unit.name)
+    before = names[position - 1] if position else ""
+    given = sorted({from_unit for _, from_unit in unit.given})
     lines = [f"# {unit.title}: pacing guide", "",
              f"Generated from `solutions/{unit.name}/lesson.md` and the marked regions of its sources (run "
              "`python -m course.authoring.generate`). The minutes are an estimate from a model, not timed with "
