@@ -25,6 +25,8 @@ class Op:
     exact_share: tuple[tuple[str, float], ...] = ()  # (output, least share of its elements equal to the
                                                      # reference): integer outputs whose tolerance allows a
                                                      # near tie to round either way, but only rarely
+    against_itself: bool = False  # reference takes (inputs, outputs): what is right follows from the op's
+                                  # own raw outputs (gradcheck), worked out by the judge, not the child
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
@@ -71,8 +73,64 @@ def gradients(function: Callable, inputs: dict, names: tuple[str, ...], upstream
     return torch.autograd.grad(function(*leaves), leaves, inputs[upstream])
 
 
-def gradcheck(function: Callable, inputs: dict, names: tuple[str, ...]) -> torch.Tensor:
-    """Whether torch.autograd.gradcheck finds function's backward consistent with its forward at
-    the inputs `names`, as a bool tensor."""
-    leaves = tuple(inputs[name].detach().clone().requires_grad_() for name in names)  # nudged in place
-    return torch.tensor(torch.autograd.gradcheck(function, leaves, raise_exception=False))
+# torch.autograd.gradcheck's defaults: the step of its central differences, and how far the
+# two Jacobians may differ: |backward - differences| <= atol + rtol * |differences|.
+GRADCHECK_STEP = 1e-6
+GRADCHECK_TOLERANCE: Tolerance = (1e-5, 1e-3)
+GRADCHECK_OUTPUTS = ("forward at each input nudged by +-h", "jacobian from backward")
+
+
+def jacobian_probe(function: Callable, inputs: dict, names: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The raw data torch.autograd.gradcheck compares, for the judge to compare (gradcheck_op):
+    function(*the inputs `names`) returns one tensor of n_out elements; the inputs have n_in.
+    - nudged [2, n_in, n_out]: the output with input element i raised (0) or lowered (1) by
+      GRADCHECK_STEP, in place, as gradcheck nudges it;
+    - backward [n_in, n_out]: column j is the gradient of output element j, one backward each."""
+    leaves = tuple(inputs[name].detach().clone(memory_format=torch.contiguous_format).requires_grad_()
+                   for name in names)
+    output = function(*leaves)
+    if not isinstance(output, torch.Tensor):
+        raise TypeError(f"gradcheck: the op returned a {type(output).__name__}, not a tensor")
+    n_in, n_out = sum(leaf.numel() for leaf in leaves), output.numel()
+    backward = torch.zeros(n_in, n_out, dtype=torch.float64)
+    for j in range(n_out):
+        seed = torch.zeros(n_out, dtype=output.dtype, device=output.device)
+        seed[j] = 1
+        grads = torch.autograd.grad(output, leaves, seed.view_as(output), retain_graph=True, allow_unused=True)
+        backward[:, j] = torch.cat([(g if g is not None else torch.zeros_like(leaf)).detach().reshape(-1).cpu()
+                                    for g, leaf in zip(grads, leaves)]).double()
+    nudged = torch.zeros(2, n_in, n_out, dtype=torch.float64)
+    row = 0
+    for leaf in leaves:
+        flat = leaf.data.view(-1)
+        for k in range(flat.numel()):
+            original = flat[k].item()
+            for side, step in enumerate((GRADCHECK_STEP, -GRADCHECK_STEP)):
+                flat[k] = original + step
+                nudged[side, row] = function(*leaves).detach().reshape(-1).cpu().double()
+            flat[k] = original
+            row += 1
+    return nudged, backward
+
+
+def _gradcheck_expected(names: tuple[str, ...], output_like: str) -> Callable:
+    def expected(inputs: dict, outputs: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the nudged outputs as returned, the Jacobian they give by central differences): the
+        backward's must match the latter. Shapes come from the inputs, never from the child."""
+        nudged = outputs[0]
+        n_in = sum(inputs[name].numel() for name in names)
+        shape = (2, n_in, inputs[output_like].numel())
+        if tuple(nudged.shape) != shape:  # the judge reports the shape; nothing to difference
+            return torch.zeros(shape, dtype=torch.float64), torch.zeros(shape[1:], dtype=torch.float64)
+        return nudged, (nudged[0].double() - nudged[1].double()) / (2 * GRADCHECK_STEP)
+    return expected
+
+
+def gradcheck_op(call: Callable, names: tuple[str, ...], output_like: str = "x") -> Op:
+    """torch.autograd.gradcheck with the verdict taken by the judge: `call(ext, inputs)` returns
+    jacobian_probe of the op at the inputs `names` (float64), whose one output has the shape of
+    input `output_like`. The backward's Jacobian must match the forward's finite differences
+    within gradcheck's tolerance, as gradcheck requires, so the op is judged against itself."""
+    return Op(call, _gradcheck_expected(names, output_like), GRADCHECK_OUTPUTS,
+              lambda inputs: (torch.float64, torch.float64),
+              lambda inputs: dict(zip(GRADCHECK_OUTPUTS, (EXACT, GRADCHECK_TOLERANCE))), against_itself=True)

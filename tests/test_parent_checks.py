@@ -13,6 +13,8 @@ from autograder.result_schema import result_problem
 from autograder.submission import MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS, SubmissionError, read_submission
 from course.authoring import units
 from course.cases import make_input_sets
+from course.judge import judge
+from course.ops import jacobian_probe
 
 UNIT = units.load("day01_relu_bias")
 SPEC = UNIT.tests()
@@ -61,6 +63,52 @@ def test_a_perf_result_needs_a_timing_that_is_a_number():
     for bad in (float("nan"), "fast", None, True):
         forged = {**good, "timing": {**good["timing"], "median_ms": bad}}
         assert "median_ms is not a number" in result_problem(SPEC, case, input_sets, forged)
+
+
+class _ReluBias(torch.autograd.Function):
+    """relu(x + bias) with a backward that scales grad_x by `factor` (1: right)."""
+
+    @staticmethod
+    def forward(ctx, x, bias, factor):
+        y = torch.relu(x + bias)
+        ctx.save_for_backward(y)
+        ctx.factor = factor
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (y,) = ctx.saved_tensors
+        grad_x = grad_y * (y > 0) * ctx.factor
+        return grad_x, (grad_y * (y > 0)).sum(0), None
+
+
+def _gradcheck_verdict(factor: float = 1.0, forge=None):
+    """The judge's verdict on a gradcheck case, from jacobian_probe run here as a child would."""
+    case = CASES["cpu_gradcheck_fp64"]
+    (inputs,) = make_input_sets(SPEC, case, seed=1)
+    raw = jacobian_probe(lambda x, bias: _ReluBias.apply(x, bias, factor), inputs, ("x", "bias"))
+    result = {"outputs": [forge(raw) if forge else raw]}
+    assert result_problem(SPEC, case, [inputs], result) == ""
+    return judge(SPEC, case, [inputs], result)
+
+
+def test_gradcheck_is_judged_from_the_raw_jacobians():
+    assert _gradcheck_verdict().passed
+    wrong = _gradcheck_verdict(factor=1.01)  # past gradcheck's rtol of 1e-3
+    assert not wrong.passed and "jacobian from backward" in wrong.message
+    assert "worst at index" in wrong.message
+
+
+@pytest.mark.parametrize("forge, problem", [
+    (lambda raw: (torch.zeros(2, 0, 0, dtype=torch.float64), torch.zeros(0, 0, dtype=torch.float64)), "shape [0, 0]"),
+    (lambda raw: (raw[0], raw[1][:, :-1]), "shape"),
+    (lambda raw: (raw[0][:1], raw[1]), "shape [1,"),
+    (lambda raw: (raw[0].float(), raw[1]), "dtype torch.float32"),
+    (lambda raw: (raw[0],), "returned 1 outputs, expected 2"),
+])
+def test_gradcheck_data_of_the_wrong_shape_fails(forge, problem):
+    verdict = _gradcheck_verdict(forge=forge)
+    assert not verdict.passed and problem in verdict.message, verdict.message
 
 
 LOG = """FAILED: relu_bias.o

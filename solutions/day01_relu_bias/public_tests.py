@@ -5,13 +5,14 @@ relu_bias(x [M, N], bias [N]) -> y [M, N],   y = max(0, x + bias)
 A case's inputs name what it runs ("op"):
 - forward: the op's y;
 - gradients: (grad_x, grad_bias) from autograd, for an upstream gradient grad_y;
-- gradcheck: whether torch.autograd.gradcheck finds the backward consistent with the
-  forward, as a bool tensor that must be True.
+- gradcheck: torch.autograd.gradcheck's test that the backward agrees with the forward: the
+  op returns its outputs at nudged inputs and its backward's Jacobian (course.ops.jacobian_probe),
+  and the judge compares the two Jacobians.
 """
 import torch
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
-from course.ops import Op, dtypes_like, flag, gradcheck, gradients
+from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.layouts import LAYOUTS  # NaN fills the gaps: a kernel that ignores strides reads them
 
@@ -82,8 +83,11 @@ def _gradients(ext, inputs):
     return gradients(ext.relu_bias, inputs, ("x", "bias"), "grad_y")
 
 
+GRADCHECK_INPUTS = ("x", "bias")  # what gradcheck nudges and differentiates for
+
+
 def _gradcheck(ext, inputs):
-    return gradcheck(ext.relu_bias, inputs, ("x", "bias"))
+    return jacobian_probe(ext.relu_bias, inputs, GRADCHECK_INPUTS)
 
 
 def _pre_activation(inputs):
@@ -117,8 +121,7 @@ OPS = {
     "forward": Op(_refusing_todo(_forward), _forward_reference, ("y",), dtypes_like("x"), _tolerance),
     "gradients": Op(_refusing_todo(_gradients), _gradients_reference, ("grad_x", "grad_bias"),
                     dtypes_like("x", 2), _gradients_tolerance),
-    # the flag's tolerance is the dtype's, as for any output of a float64 case
-    "gradcheck": flag(_refusing_todo(_gradcheck), "gradcheck_passed", _tolerance),
+    "gradcheck": gradcheck_op(_refusing_todo(_gradcheck), GRADCHECK_INPUTS),
 }
 
 

@@ -7,7 +7,8 @@ A case's inputs name what it runs ("op"):
 - backward: the compiled op, on the mean and rstd given;
 - rerun: the compiled op twice on the same inputs; the second run must give the same bits;
 - layer_norm: the gradients of layer_norm, through autograd;
-- gradcheck: torch.autograd.gradcheck of layer_norm in float64, a bool that must be True;
+- gradcheck: torch.autograd.gradcheck's test of layer_norm in float64, judged from the raw data
+  (course.ops.jacobian_probe);
 - frozen_params: gamma and beta do not require grad: backward must return None for them;
 - saved_stats: layer_norm's gradients while counting forward calls: backward must use the
   saved mean and rstd, not run forward again.
@@ -19,7 +20,7 @@ import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
 from course.harness import nan_filled
-from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
+from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.layernorm_tests import (EPS, GRADIENTS, autograd_gradients64, compiled_backward, error_case,
                                       formula_gradients, gradient_sizes, gradient_tolerance, random_affine,
@@ -74,8 +75,11 @@ def _layer_norm(ext, inputs):
     return gradients(_layer_norm_of(ext, inputs), inputs, ("x", "gamma", "beta"), "dy")
 
 
+GRADCHECK_INPUTS = ("x", "gamma", "beta")  # what gradcheck nudges and differentiates for
+
+
 def _gradcheck(ext, inputs):
-    return gradcheck(_layer_norm_of(ext, inputs), inputs, ("x", "gamma", "beta"))
+    return jacobian_probe(_layer_norm_of(ext, inputs), inputs, GRADCHECK_INPUTS)
 
 
 def _frozen_params(ext, inputs):
@@ -152,7 +156,7 @@ OPS = {
     "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 6),
                 _exact_but_gradients(RERUN_OUTPUTS)),
     "layer_norm": Op(nan_filled(_layer_norm), _from_autograd, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance),
-    "gradcheck": flag(nan_filled(_gradcheck), "gradcheck_passed"),
+    "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
     "frozen_params": Op(nan_filled(_frozen_params),
                         lambda inputs: (_from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)),
                         FROZEN_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.bool, torch.bool),

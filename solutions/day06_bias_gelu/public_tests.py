@@ -9,7 +9,8 @@ name what it runs ("op"):
 - forward, backward: the compiled ops (backward: dx = dy * gelu'(x + bias), dbias = dx summed
   over every row);
 - autograd: the gradients of bias_gelu through autograd;
-- gradcheck: torch.autograd.gradcheck of bias_gelu in float64, a bool that must be True;
+- gradcheck: torch.autograd.gradcheck's test of bias_gelu in float64, judged from the raw data
+  (course.ops.jacobian_probe);
 - rerun: the compiled backward twice on the same inputs; the second must give the same bits;
 - perf cases time forward or backward against eager PyTorch on the same inputs:
   F.gelu(x + bias), and the backward of that through autograd.
@@ -21,7 +22,7 @@ import torch.nn.functional as F
 
 from course.cases import INPUTS_UNCHANGED, Case
 from course.harness import nan_filled
-from course.ops import EXACT, Op, dtypes_like, flag, gradcheck, gradients
+from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.layouts import LAYOUTS
 
@@ -101,8 +102,11 @@ def _autograd(ext, inputs):
     return gradients(_bias_gelu_of(ext, inputs), inputs, ("x", "bias"), "dy")
 
 
+GRADCHECK_INPUTS = ("x", "bias")  # what gradcheck nudges and differentiates for
+
+
 def _gradcheck(ext, inputs):
-    return gradcheck(_bias_gelu_of(ext, inputs), inputs, ("x", "bias"))
+    return jacobian_probe(_bias_gelu_of(ext, inputs), inputs, GRADCHECK_INPUTS)
 
 
 def baseline(inputs):
@@ -201,7 +205,7 @@ OPS = {
                    _gradient_tolerance),
     "autograd": Op(nan_filled(_autograd), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
                    _gradient_tolerance),
-    "gradcheck": flag(nan_filled(_gradcheck), "gradcheck_passed"),
+    "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
     "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 4), _rerun_tolerance),
 }
 
