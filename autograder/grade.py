@@ -30,6 +30,7 @@ from course.authoring.units import Unit
 from course.build import BuildError, Built, build_args, libstdcxx_problem, read_built
 from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
+from course.kernel_names import defined_kernels, submission_files
 
 BUILD_TIMEOUT = 600
 OWN_TESTS_TIMEOUT = 300
@@ -139,7 +140,7 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     return test, built, box, source_dir, answers
 
 
-def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline) -> Verdict:
+def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_kernels: frozenset[str]) -> Verdict:
     """The judge's verdict on a child's raw result, once the result is known to be well formed."""
     if not isinstance(outcome, dict):
         return Verdict(False, outcome)
@@ -149,7 +150,7 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline) -> Ver
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}")
     try:
-        return judge(spec, case, input_sets, outcome, baseline)
+        return judge(spec, case, input_sets, outcome, baseline, own_kernels)
     except Exception as error:  # noqa: BLE001 - one case's verdict, never the whole report
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
 
@@ -209,6 +210,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     # No build: these children load no student code; they time torch's own op.
     baseline_runner = GroupRunner({**suite, "built": None}, sandbox, work, env, deadline, prefix="baseline_",
                                   case_timeout=case_timeout)
+    # Read from the build's files here, as data: the child's profile names the kernels that ran.
+    own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
     verdicts: dict[int, Verdict] = {}
     tests_start = time.perf_counter()
     for group, cases in _in_run_order(groups):
@@ -237,7 +240,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
         baselines = baseline_runner.run(group, device, timed, input_sets) if timed else {}
         outcomes = runner.run(group, device, ready, input_sets)
         for index, case in ready:
-            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index))
+            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index),
+                                       own_kernels)
     result.timings["tests_s"] = time.perf_counter() - tests_start
     spawn_seconds = runner.spawn_seconds + baseline_runner.spawn_seconds
     result.timings["children"] = float(len(spawn_seconds))

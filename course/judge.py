@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course import hints
+from course import hints, kernel_names
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
 from course.ops import op_for
@@ -92,20 +92,27 @@ def _judge_error(case: Case, result: dict) -> Verdict:
     return Verdict(True)
 
 
-def _is_torch_kernel(signature: str) -> bool:
-    """Judged by the kernel's own name, not its parameter types (an accessor is at::...)."""
-    name = signature.replace("(anonymous namespace)", "").split("(")[0].split("<")[0]
-    return "at::" in name or "cub::" in name or "c10::" in name
-
-
-def _own_kernel_problem(spec, case: Case, result: dict) -> str:
+def _own_kernel_problem(spec, case: Case, result: dict, own_kernels: frozenset[str] | None) -> str:
+    """'' when the op computed with code of its own: no forbidden ATen op, and on a GPU no
+    compute kernel of PyTorch's (copies and fills are allowed) and a kernel that the
+    submission's own files define (`own_kernels`; None where they are not known: then any
+    kernel that is neither PyTorch's nor a driver copy counts)."""
     called = sorted(set(result.get("ops", ())) & set(spec.FORBIDDEN_OPS))
     if called:
         return f"the op called {', '.join(called)}: write the computation yourself"
-    if case.device.startswith("cuda"):
-        own = [k for k in result.get("kernels", ()) if not _is_torch_kernel(k)]
-        if not own:
-            return "no kernel of your own ran on the GPU (the profiler saw only PyTorch's)"
+    if not case.device.startswith("cuda"):
+        return ""
+    kernels = list(result.get("kernels", ()))
+    torch_compute = [k for k in kernels if kernel_names.is_torch_kernel(k) and not kernel_names.is_torch_copy_or_fill(k)]
+    if torch_compute:
+        return ("PyTorch's own kernels did the op's work: "
+                f"{', '.join(sorted({kernel_names.identifier(k) for k in torch_compute}))}: write the computation yourself")
+    own = [k for k in kernels if not kernel_names.is_torch_kernel(k) and not kernel_names.is_transfer(k)
+           and (own_kernels is None or kernel_names.identifier(k) in own_kernels)]
+    if not own:
+        seen = sorted({kernel_names.identifier(k) or k for k in kernels})[:5]
+        return ("no kernel of your own ran on the GPU (the profiler saw "
+                f"{', '.join(seen) if seen else 'no kernel'}; yours are those your files define)")
     return ""
 
 
@@ -196,8 +203,11 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     return Verdict(fraction > 0, message, fraction, measurements)
 
 
-def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None) -> Verdict:
-    """`baseline`: for a perf case, the result of timing torch's own op on the same inputs."""
+def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
+          own_kernels: frozenset[str] | None = None) -> Verdict:
+    """`baseline`: for a perf case, the result of timing torch's own op on the same inputs.
+    `own_kernels`: the identifiers of the kernels the submission's files define
+    (course.kernel_names), for an own-kernel check."""
     if case.kind == "perf":
         return judge_perf(spec, case, input_sets, result, baseline)
     if "exception" in result:  # the harness itself raised: the op failed on valid input
@@ -216,7 +226,7 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None)
             if not torch.equal(after, input_sets[-1][name]):
                 problems.append(f"the op changed its input {name}: inputs must be left as they were")
     if OWN_KERNEL in case.checks and not problems:
-        problem = _own_kernel_problem(spec, case, result)
+        problem = _own_kernel_problem(spec, case, result, own_kernels)
         if problem:
             problems.append(problem)
     if problems:
