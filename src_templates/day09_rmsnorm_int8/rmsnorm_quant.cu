@@ -8,7 +8,8 @@
 // writes q: four passes over a [rows, D] tensor besides the norm's own. Fused, the row stays
 // in registers from the first load: one sum (of squares), one max (of |y|), then q. Memory
 // sees x read once (and residual read and written once), q written once: 1 byte an element.
-// y is computed twice from the same registers, by the same expression, so the max and q agree.
+// The row is held as float: each element is converted once, and y takes x's place, so the
+// max and q read the same y and each element is multiplied by w once.
 #include "rmsnorm_row.cuh"
 
 namespace {
@@ -30,30 +31,33 @@ rms_norm_quant_kernel(const T* __restrict__ x, T* __restrict__ residual, const T
     Vec* residual_row = kResidual ? reinterpret_cast<Vec*>(residual + row * cols) : nullptr;
     QVec* q_row = reinterpret_cast<QVec*>(q + row * cols);
 
-    Vec held[kVecsPerThread];
+    float y[kVecsPerThread][kVec];  // x as float, then y in its place
     float squares = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
-        held[k] = x_row[v];
+        Vec r = x_row[v];
         if constexpr (kResidual) {
-          const Vec r = residual_row[v];
+          const Vec added = residual_row[v];
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) held[k].val[e] = from_acc<T>(to_acc(held[k].val[e]) + to_acc(r.val[e]));
-          residual_row[v] = held[k];
+          for (int e = 0; e < kVec; ++e) r.val[e] = from_acc<T>(to_acc(r.val[e]) + to_acc(added.val[e]));
+          residual_row[v] = r;
         }
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) squares += to_acc(held[k].val[e]) * to_acc(held[k].val[e]);
+        for (int e = 0; e < kVec; ++e) {
+          y[k][e] = to_acc(r.val[e]);
+          squares += y[k][e] * y[k][e];
+        }
       }
     }
     // sqrtf and / round correctly (no fast math): where mean + eps is a power of 4, rstd is exact.
     const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / cols + eps);
 
-    // TODO(day09): the row's max of |y| with y = held * rstd * w (row_reduce_max), scale = max / 127;
-    // then q = quantize_int8(y, inverse_scale(scale)) for each element, written as a QVec, and
-    // scale_out[row] from thread 0
-    (void)rstd, (void)q_row, (void)w_vecs, (void)scale_out;
+    // TODO(day09): y = x · rstd · w in place (y[k][e] *= rstd · w, with w from w_vecs[v]) and the
+    // row's max of |y| (row_reduce_max), scale = max / 127; then q = quantize_int8(y, inverse_scale(scale))
+    // for each element, written as a QVec, and scale_out[row] from thread 0
+    (void)rstd, (void)y, (void)q_row, (void)w_vecs, (void)scale_out;
   }
 }
 
