@@ -26,7 +26,7 @@ from triton.language.extra import libdevice
 
 MAX_COLS = 16384
 LONG_ROW = 8192  # past this, rms_norm_quant_long_kernel (docs/performance.md has the timings)
-LONG_ROW_CHUNK, LONG_ROW_WARPS = 2048, 4
+LONG_ROW_CHUNK, LONG_ROW_WARPS = 2048, 8
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 if hasattr(torch.library, "triton_op"):  # torch >= 2.6
