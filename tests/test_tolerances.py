@@ -37,6 +37,8 @@ def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
     inputs = make_input_sets(spec, case, seed=3)[0]
     inputs = spec.on_device(case, inputs) if hasattr(spec, "on_device") else inputs
     op = op_for(spec, inputs)
+    if op.against_itself:
+        pytest.skip("judged against its own raw outputs (gradcheck): tests/test_parent_checks.py checks it")
     expected = op.reference(inputs)
     dtypes = op.dtypes(inputs)
     if not all(t.numel() for t in expected):
