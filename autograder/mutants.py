@@ -4,7 +4,8 @@ solutions/<unit>/mutants.toml lists mutants: edits to the reference solution and
 the exact tests each must lose (fnmatch patterns, minus `keeps`), on a machine
 with a GPU. On a machine without one, the CUDA tests are not run and only the
 rest are compared. autograder/hostile/hostile.toml lists submissions that attack the
-grader itself, in the same form.
+grader itself, in the same form, and solutions/<unit>/planted_bugs.toml bugs that a tool
+(compute-sanitizer) must find whatever the tests see.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ class Mutant:
     time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
     case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
     min_gpus: int = 0               # what it loses shows only on a machine with this many GPUs
+    # Planted bugs (solutions/<unit>/planted_bugs.toml) are found by a tool, not by the tests:
+    found_by: str = ""              # the compute-sanitizer tool that must report it
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -58,12 +61,12 @@ def load_file(path: str) -> dict[str, Mutant]:
         entry = {**defaults, **entry}
         edits = tuple(_resolved(edit, folder) for edit in entry.get("edits", ()))
         found[name] = Mutant(
-            name, entry["about"], tuple(entry["loses"]), tuple(entry.get("keeps", ())), edits,
+            name, entry["about"], tuple(entry.get("loses", ())), tuple(entry.get("keeps", ())), edits,
             entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("says", ""),
             tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
             entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),
-            int(entry.get("min_gpus", 0)))
+            int(entry.get("min_gpus", 0)), entry.get("found_by", ""))
     return found
 
 

@@ -98,6 +98,10 @@ class Unit:
     def mutants_path(self) -> str:
         return os.path.join(self.folder, "mutants.toml")
 
+    @property
+    def planted_bugs_path(self) -> str:
+        return os.path.join(self.folder, "planted_bugs.toml")
+
     def public_test_files(self) -> dict[str, str]:
         """{path relative to the units folder: text} of what the public suite imports: its own
         file and the shared Python pieces in common/ (written into a notebook verbatim)."""

@@ -1,0 +1,105 @@
+"""A unit's small CUDA cases under compute-sanitizer: memory errors (memcheck), races on
+shared memory (racecheck), reads of device memory never written (initcheck).
+
+    run_sanitizer("memcheck", unit, source_dir, build_dir) -> SanitizerReport
+
+builds the unit's sources here, then runs
+
+    compute-sanitizer --tool memcheck python -m course.sanitize UNIT SOURCE_DIR LIBRARY
+
+whose process loads the build and calls the op on every small CUDA values case of the hidden
+suite. PyTorch's caching allocator is off there: each tensor is then an allocation of its own,
+so a write one element past a tensor's end is past the allocation, where memcheck sees it (a
+cached block would hide it inside the block's slack).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+TOOLS = ("memcheck", "racecheck", "initcheck")
+MAX_ELEMENTS = 1 << 16  # a sanitized kernel runs 10-100x slower: the small cases are enough
+ERROR_EXIT = 86
+_SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards?)")
+
+
+@dataclass
+class SanitizerReport:
+    tool: str
+    errors: int  # what the tool counted; 0 when clean
+    output: str  # the tool's report, cut to its first lines
+
+    @property
+    def clean(self) -> bool:
+        return self.errors == 0
+
+
+def find_sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    fallback = os.path.join(home, "bin", "compute-sanitizer")
+    return found or (fallback if os.path.exists(fallback) else None)
+
+
+def small_cuda_cases(spec) -> list:
+    """The hidden suite's CUDA values cases of at most MAX_ELEMENTS elements (of their shape)."""
+    return [case for case in spec.CASES if case.kind == "values" and case.device.startswith("cuda")
+            and math.prod(case.params.get("shape", (MAX_ELEMENTS + 1,))) <= MAX_ELEMENTS]
+
+
+def run_sanitizer(tool: str, unit, source_dir: str, build_dir: str, *, timeout: float = 600) -> SanitizerReport:
+    """Build `unit` from source_dir (a jit unit) and run its small CUDA cases under `tool`."""
+    from course.build import build
+
+    if tool not in TOOLS:
+        raise ValueError(f"tool must be one of {', '.join(TOOLS)}, got {tool!r}")
+    sanitizer = find_sanitizer()
+    if sanitizer is None:
+        raise FileNotFoundError("compute-sanitizer was not found on PATH nor in $CUDA_HOME/bin")
+    if unit.build != "jit":
+        raise ValueError(f"{unit.name}: only units built with the JIT builder are sanitized, not {unit.build!r}")
+    built = build(unit.plan(), source_dir, build_dir)
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    command = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",
+               sys.executable, "-m", "course.sanitize", unit.name, source_dir, built.library]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    output = run.stdout + run.stderr
+    counts = [int(count) for _, count in _SUMMARY.findall(output)]
+    errors = max(counts) if counts else (1 if run.returncode == ERROR_EXIT else 0)
+    if run.returncode not in (0, ERROR_EXIT):  # the cases themselves did not run to their end
+        raise RuntimeError(f"the sanitized run exited with {run.returncode}:\n{output[-3000:]}")
+    lines = [line for line in output.splitlines() if line.startswith("=========")]
+    return SanitizerReport(tool, errors, "\n".join(lines[:60]))
+
+
+def main(argv: list[str]) -> int:
+    """In the sanitized process: load the built unit and call its op on each small CUDA case.
+    Verdicts are printed for the reader; the sanitizer's report is what counts."""
+    from course.authoring import units
+    from course.build import Built
+    from course.cases import make_input_sets
+    from course.harness import execute
+    from course.loading import load
+
+    name, source_dir, library = argv
+    unit = units.load(name)
+    module = load(unit.plan(), Built(library=library), source_dir)
+    spec = unit.tests(hidden=True)
+    ran = 0
+    for case in small_cuda_cases(spec):
+        try:
+            execute(spec, module, case, make_input_sets(spec, case, seed=0))
+            ran += 1
+            print(f"ran {case.name}")
+        except Exception as error:  # noqa: BLE001 - a wrong answer is not the sanitizer's business
+            print(f"{case.name}: {type(error).__name__}: {str(error)[:200]}")
+    return 0 if ran else 1  # nothing ran: a clean report would mean nothing
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
