@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -59,11 +60,8 @@ class Case:
     @property
     def drawn_again(self) -> bool:
         """A small 16-bit values case: judged on DRAWS draws of its inputs."""
-        shape = self.params.get("shape", ())
-        elements = 1
-        for size in shape:
-            elements *= size
-        return self.params.get("dtype") in _SIXTEEN_BIT and elements <= DRAWN_ELEMENTS
+        return (self.params.get("dtype") in _SIXTEEN_BIT
+                and math.prod(self.params.get("shape", ())) <= DRAWN_ELEMENTS)
 
 
 def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:

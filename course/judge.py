@@ -103,10 +103,10 @@ def _own_kernel_problem(spec, case: Case, result: dict, own_kernels: frozenset[s
     if not case.device.startswith("cuda"):
         return ""
     kernels = list(result.get("kernels", ()))
-    torch_compute = [k for k in kernels if kernel_names.is_torch_kernel(k) and not kernel_names.is_torch_copy_or_fill(k)]
+    torch_compute = sorted({kernel_names.identifier(k) for k in kernels
+                            if kernel_names.is_torch_kernel(k) and not kernel_names.is_torch_copy_or_fill(k)})
     if torch_compute:
-        return ("PyTorch's own kernels did the op's work: "
-                f"{', '.join(sorted({kernel_names.identifier(k) for k in torch_compute}))}: write the computation yourself")
+        return f"PyTorch's own kernels did the op's work: {', '.join(torch_compute)}: write the computation yourself"
     own = [k for k in kernels if not kernel_names.is_torch_kernel(k) and not kernel_names.is_transfer(k)
            and (own_kernels is None or kernel_names.identifier(k) in own_kernels)]
     if not own:
@@ -217,7 +217,7 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
     problems = []
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
         problems = _values_problems(spec, inputs, outputs)
-        if index and ROTATED in case.checks and index == 1:
+        if index == 1 and ROTATED in case.checks:
             problems = ["on the second call, with new values in the same buffers: " + p for p in problems]
         elif index:
             problems = [f"on input draw {index + 1} of {len(input_sets)} (new values in the same buffers): " + p

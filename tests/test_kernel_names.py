@@ -13,9 +13,13 @@ from helpers import built_unit
 
 UNIT = units.load("day01_relu_bias")
 SPEC = UNIT.tests(hidden=True)
-OWN = "void (anonymous namespace)::relu_bias_kernel<float>(at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)"
-FILL = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
-ATEN_ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+# Kernel names as the profiler reports them, demangled.
+OWN = ("void (anonymous namespace)::relu_bias_kernel<float>("
+       "at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)")
+FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >("
+        "int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+ATEN_ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
 MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 
 

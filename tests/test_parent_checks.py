@@ -207,3 +207,15 @@ def test_a_build_failing_outside_the_students_files_is_explained_and_its_log_kep
     assert "Permission denied" not in (tmp_path / "results.json").read_text()
     report.write(Grade(UNIT.name, tests=[TestResult("build", 1.0, True, "compiled")]), str(tmp_path))
     assert not (tmp_path / BUILD_LOG).exists(), "a later grading whose build passed keeps no stale log"
+
+
+def test_a_small_16_bit_case_is_judged_on_every_draw():
+    case = CASES["cpu_fp16_small"]
+    input_sets = make_input_sets(SPEC, case, seed=1)
+    assert len(input_sets) == 3 and not torch.equal(input_sets[0]["x"], input_sets[1]["x"])
+    outputs = [tuple(t.to(torch.float16) for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
+    after = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
+    assert judge(SPEC, case, input_sets, {"outputs": outputs, "inputs_after": after}).passed
+    stale = outputs[:2] + [outputs[1]]  # the third draw answered with the second's y
+    verdict = judge(SPEC, case, input_sets, {"outputs": stale, "inputs_after": after})
+    assert not verdict.passed and verdict.message.startswith("on input draw 3 of 3")
