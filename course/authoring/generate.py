@@ -27,7 +27,7 @@ from course.authoring.units import Unit
 # The course code a notebook writes to disk before its first use: everything it
 # imports from `course`, and nothing instructors keep to themselves.
 RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "ops.py", "suites.py", "harness.py", "judge.py",
-                   "hints.py", "public.py", "bench.py", "notebook.py")
+                   "hints.py", "kernel_names.py", "public.py", "bench.py", "notebook.py")
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 # What an answer cell holds until the student writes below it.
