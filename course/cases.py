@@ -58,10 +58,17 @@ class Case:
         return 2 if ROTATED in self.checks else 1
 
     @property
+    def elements(self) -> int | None:
+        """The elements of the case's shape; None for a case sized otherwise (day04's overflow
+        cases build a tensor past 2^31 elements from no shape)."""
+        shape = self.params.get("shape")
+        return None if shape is None else math.prod(shape)
+
+    @property
     def drawn_again(self) -> bool:
         """A small 16-bit values case: judged on DRAWS draws of its inputs."""
-        return (self.params.get("dtype") in _SIXTEEN_BIT
-                and math.prod(self.params.get("shape", ())) <= DRAWN_ELEMENTS)
+        return (self.params.get("dtype") in _SIXTEEN_BIT and self.elements is not None
+                and self.elements <= DRAWN_ELEMENTS)
 
 
 def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:

@@ -125,10 +125,16 @@ def submission_files(library: str, prefix: str, source_dir: str) -> list[str]:
     return paths
 
 
+def _qualified_name(kernel: str) -> str:
+    """A profiled kernel's name without its parameters, template arguments and anonymous
+    namespaces: 'void ns::(anonymous namespace)::scale<float>(float*)' -> 'void ns::::scale'."""
+    return kernel.replace("(anonymous namespace)", "").split("(")[0].split("<")[0].strip()
+
+
 def identifier(kernel: str) -> str:
     """The identifier of a kernel as the profiler names it: 'void ns::(anonymous
     namespace)::scale<float>(float*)' -> 'scale'."""
-    name = kernel.replace("(anonymous namespace)", "").split("(")[0].split("<")[0].strip()
+    name = _qualified_name(kernel)
     return name.split()[-1].split("::")[-1] if name else ""
 
 
@@ -139,7 +145,7 @@ def is_transfer(kernel: str) -> bool:
 
 def is_torch_kernel(kernel: str) -> bool:
     """Judged by the kernel's own name, not its parameter types (an accessor is at::...)."""
-    name = kernel.replace("(anonymous namespace)", "").split("(")[0].split("<")[0]
+    name = _qualified_name(kernel)
     return "at::" in name or "cub::" in name or "c10::" in name
 
 

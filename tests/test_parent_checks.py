@@ -219,3 +219,9 @@ def test_a_small_16_bit_case_is_judged_on_every_draw():
     stale = outputs[:2] + [outputs[1]]  # the third draw answered with the second's y
     verdict = judge(SPEC, case, input_sets, {"outputs": stale, "inputs_after": after})
     assert not verdict.passed and verdict.message.startswith("on input draw 3 of 3")
+
+
+def test_a_16_bit_case_sized_without_a_shape_is_drawn_once():
+    """day04's overflow cases build a tensor past 2^31 elements: three of them would be waste."""
+    overflow = next(c for c in units.load("day04_layernorm_edge_cases").tests().CASES if c.name == "cuda_fwd_overflow")
+    assert overflow.elements is None and overflow.input_sets == 1

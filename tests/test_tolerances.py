@@ -1,6 +1,5 @@
 """Each unit's tolerances are calibrated: the exact answer passes, while zeros, the
 input handed back, or the answer computed in a lower precision fail."""
-import math
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ def _value_cases():
             # The judge runs on the CPU whatever device the op ran on: GPU cases are checked here
             # too, those of up to 2^20 elements (the large ones repeat small ones' arithmetic).
             if case.kind == "values" and set(case.checks) <= {INPUTS_UNCHANGED} \
-                    and (case.device == "cpu" or math.prod(case.params.get("shape", (1 << 30,))) <= 1 << 20):
+                    and (case.device == "cpu" or (case.elements is not None and case.elements <= 1 << 20)):
                 yield pytest.param(spec, case, id=f"{name}:{case.name}")
 
 
