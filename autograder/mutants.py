@@ -34,8 +34,8 @@ class Mutant:
     time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
     case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
     min_gpus: int = 0               # what it loses shows only on a machine with this many GPUs
-    # Planted bugs (solutions/<unit>/planted_bugs.toml) are found by a tool, not by the tests:
-    found_by: str = ""              # the compute-sanitizer tool that must report it
+    # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
+    found_by: str = ""              # a compute-sanitizer tool, or "tests" (then `loses` says which)
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -49,9 +49,18 @@ def load(unit: Unit) -> dict[str, Mutant]:
     return load_file(path)
 
 
-def load_file(path: str) -> dict[str, Mutant]:
+def load_planted(unit: Unit) -> dict[str, Mutant]:
+    """The unit's planted bugs. One without edits is a BUG region of the unit's sources, by
+    name: the starter code ships it, and its edit plants it in the solution."""
+    if not os.path.exists(unit.planted_bugs_path):
+        return {}
+    return load_file(unit.planted_bugs_path, unit.planted_regions())
+
+
+def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mutant]:
     """The mutants a toml file lists. An edit is `old` -> `new`, or `append` (`prepend`): a file
-    beside the toml whose text goes at the end (the start) of the edited file."""
+    beside the toml whose text goes at the end (the start) of the edited file. An entry without
+    edits takes its one edit from `regions` under its name."""
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
     defaults = {key: data[key] for key in ("tests",) if key in data}
@@ -60,6 +69,10 @@ def load_file(path: str) -> dict[str, Mutant]:
     for name, entry in data["mutants"].items():
         entry = {**defaults, **entry}
         edits = tuple(_resolved(edit, folder) for edit in entry.get("edits", ()))
+        if not edits and regions is not None:
+            if name not in regions:
+                raise ValueError(f"{path}: {name} has no edits and no BUG region of that name in the sources")
+            edits = (regions[name],)
         found[name] = Mutant(
             name, entry["about"], tuple(entry.get("loses", ())), tuple(entry.get("keeps", ())), edits,
             entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("says", ""),

@@ -1,14 +1,14 @@
 """A unit's small CUDA cases under compute-sanitizer: memory errors (memcheck), races on
 shared memory (racecheck), reads of device memory never written (initcheck).
 
-    run_sanitizer("memcheck", unit, source_dir, build_dir) -> SanitizerReport
+    run_sanitizer("memcheck", plan, source_dir, build_dir, suites_root) -> SanitizerReport
 
 builds the unit's sources here, then runs
 
-    compute-sanitizer --tool memcheck python -m course.sanitize UNIT SOURCE_DIR LIBRARY
+    compute-sanitizer --tool memcheck python -m course.sanitize PLAN SOURCE_DIR LIBRARY SUITES_ROOT hidden
 
-whose process loads the build and calls the op on every small CUDA values case of the hidden
-suite. PyTorch's caching allocator is off there: each tensor is then an allocation of its own,
+whose process loads the build and calls the op on every small CUDA values case of the suite
+(the hidden one; a notebook's, which has no other, the public one). PyTorch's caching allocator is off there: each tensor is then an allocation of its own,
 so a write one element past a tensor's end is past the allocation, where memcheck sees it (a
 cached block would hide it inside the block's slack).
 """
@@ -51,8 +51,10 @@ def small_cuda_cases(spec) -> list:
             and case.elements is not None and case.elements <= MAX_ELEMENTS]
 
 
-def run_sanitizer(tool: str, unit, source_dir: str, build_dir: str, *, timeout: float = 600) -> SanitizerReport:
-    """Build `unit` from source_dir (a jit unit) and run its small CUDA cases under `tool`."""
+def run_sanitizer(tool: str, plan, source_dir: str, build_dir: str, suites_root: str, *, hidden: bool = True,
+                  timeout: float = 600) -> SanitizerReport:
+    """Build `plan` (a jit unit) from source_dir and run its suite's small CUDA cases under
+    `tool`: the hidden suite of the units under suites_root, or with hidden False the public one."""
     from course.build import build
 
     if tool not in TOOLS:
@@ -60,12 +62,13 @@ def run_sanitizer(tool: str, unit, source_dir: str, build_dir: str, *, timeout: 
     sanitizer = find_sanitizer()
     if sanitizer is None:
         raise FileNotFoundError("compute-sanitizer was not found on PATH nor in $CUDA_HOME/bin")
-    if unit.build != "jit":
-        raise ValueError(f"{unit.name}: only units built with the JIT builder are sanitized, not {unit.build!r}")
-    built = build(unit.plan(), source_dir, build_dir)
+    if plan.build != "jit":
+        raise ValueError(f"{plan.name}: only units built with the JIT builder are sanitized, not {plan.build!r}")
+    built = build(plan, source_dir, build_dir)
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     command = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",
-               sys.executable, "-m", "course.sanitize", unit.name, source_dir, built.library]
+               sys.executable, "-m", "course.sanitize", plan.to_json(), source_dir, built.library,
+               suites_root, "hidden" if hidden else "public"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     output = run.stdout + run.stderr
     counts = [int(count) for _, count in _SUMMARY.findall(output)]
@@ -79,16 +82,16 @@ def run_sanitizer(tool: str, unit, source_dir: str, build_dir: str, *, timeout: 
 def main(argv: list[str]) -> int:
     """In the sanitized process: load the built unit and call its op on each small CUDA case.
     Verdicts are printed for the reader; the sanitizer's report is what counts."""
-    from course.authoring import units
-    from course.build import Built
+    from course.build import Built, Plan
     from course.cases import make_input_sets
     from course.harness import execute
     from course.loading import load
+    from course.suites import import_suite
 
-    name, source_dir, library = argv
-    unit = units.load(name)
-    module = load(unit.plan(), Built(library=library), source_dir)
-    spec = unit.tests(hidden=True)
+    plan_json, source_dir, library, suites_root, which = argv
+    plan = Plan.from_json(plan_json)
+    module = load(plan, Built(library=library), source_dir)
+    spec = import_suite(suites_root, plan.name, hidden=which == "hidden")
     ran = 0
     for case in small_cuda_cases(spec):
         try:

@@ -16,7 +16,8 @@
 #                                              add and softmax) and rmsnorm_int8 (day09 against
 #                                              the unfused code and F.rms_norm); default all five
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
-#                                              keep every cell's output (OUT/notebook_UNIT.txt)
+#                                              keep every cell's output (OUT/notebook_UNIT.txt, and the
+#                                              notebook with its outputs, OUT/UNIT.ipynb, to commit)
 #
 # OUT=folder keeps the logs (default /tmp/gpu_check). Wheels in .whl/ (nbclient, nbformat,
 # ipykernel and their needs) are installed first where no package index can be reached.
@@ -107,6 +108,7 @@ case "$stage" in
     for unit in "$@"; do
       start=$(date +%s)
       python3 -m course.authoring.run_notebook "notebooks/instructor/$unit.ipynb" "/tmp/notebook_$unit" --fresh \
+        --save "$OUT/$unit.ipynb" \
         > "$OUT/notebook_$unit.txt" 2>&1
       rc=$?
       [ $rc -eq 0 ] || status=1

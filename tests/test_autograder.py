@@ -64,8 +64,9 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
 
 
 def _mutant_params():
-    for unit in UNITS:
-        for mutant in mutants.load(unit).values():
+    for unit in UNITS:  # and the planted bugs the tests find (a debugging lab's starter ships them)
+        planted = [bug for bug in mutants.load_planted(unit).values() if bug.found_by == "tests"]
+        for mutant in [*mutants.load(unit).values(), *planted]:
             marks = [pytest.mark.gpu] if mutant.gpu_only else []
             if mutant.min_gpus > GPUS:
                 marks.append(pytest.mark.skip(reason=f"what it loses runs on {mutant.min_gpus} GPUs; {GPUS} here"))

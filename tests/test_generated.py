@@ -6,7 +6,7 @@ import nbformat
 import pytest
 
 from course.authoring import generate, units
-from course.authoring.generate import SOURCE_MAGIC
+from course.authoring.generate import SOURCE_MAGIC, generated_files, notebook_paths
 
 UNITS = [u.name for u in units.all_units()]
 
@@ -58,10 +58,14 @@ def test_instructor_notebook_writes_the_solution(name):
 
 @pytest.mark.parametrize("name", UNITS)
 def test_every_stub_names_its_day(name):
+    """A template that differs from the solution by more than its planted bugs names a TODO."""
     unit = units.load(name)
     for file in unit.sources:
-        template = unit.template(file)
-        if template != unit.solution(file):
+        template, bugged = unit.template(file), unit.solution(file)
+        for edit in unit.planted_regions().values():
+            if edit["file"] == file:
+                bugged = bugged.replace(edit["old"], edit["new"], 1)
+        if template != bugged:
             assert f"TODO({unit.day})" in template or f'COURSE_TODO("{unit.day}:' in template
 
 
@@ -101,3 +105,17 @@ def test_perf_thresholds_in_the_notebook_are_the_graded_ones(name):
         text = generate.thresholds_text(unit)
         for case in perf:
             assert f"`{case.name}`" in text and f"{case.params['full_at']:g}×" in text
+
+
+def test_an_instructor_notebook_keeps_the_outputs_of_a_run_while_its_cells_are_current():
+    unit = units.load("day01_relu_bias")
+    student, instructor = notebook_paths(unit)
+    text = generated_files(unit)[instructor]
+    notebook = nbformat.reads(text, as_version=4)
+    code = next(cell for cell in notebook.cells if cell.cell_type == "code")
+    code.outputs, code.execution_count = [nbformat.v4.new_output("stream", text="ran\n")], 1
+    ran = nbformat.writes(notebook) + "\n"
+    assert generate.is_current(instructor, ran, text, unit)
+    assert not generate.is_current(student, ran.replace(instructor, student), generated_files(unit)[student], unit)
+    code.source += "\n# edited"
+    assert not generate.is_current(instructor, nbformat.writes(notebook) + "\n", text, unit)

@@ -7,6 +7,7 @@ import torch
 
 from course.authoring import units
 from course.authoring.run_notebook import outputs_text, run
+from course.sanitize import find_sanitizer
 from helpers import skip_without_gpu_if_gpu_only
 
 pytestmark = pytest.mark.notebook
@@ -42,6 +43,11 @@ def test_instructor_notebook_runs_to_the_end(name, tmp_path):
     text = outputs_text(notebook)
     assert ok, error[-3000:]
     assert "public tests passed" in text and (tmp_path / f"submission_{name}.zip").exists()
+    # A debugging lab's cells show each of the starter's bugs, planted in the solution, found
+    # by its tool, where there is a GPU and compute-sanitizer to run them.
+    bugs = units.load(name).planted_regions()
+    if bugs and torch.cuda.is_available() and find_sanitizer():
+        assert text.count(": found a bug") == len(bugs) and ": found nothing" not in text, text[-3000:]
     # What a notebook's profiler cell must print where a GPU and ncu ran it: every kernel it
     # launches (unit.toml's [notebook] profiled_kernels), each with its metrics.
     profiled = units.load(name).profiled_kernels

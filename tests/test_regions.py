@@ -35,3 +35,36 @@ def test_stubs_lists_each_region_stub():
 def test_malformed_regions_are_reported_with_their_line(broken, complaint):
     with pytest.raises(regions.RegionError, match=complaint):
         regions.template_text(broken, "f.cu")
+
+
+BUGGY = """int g(int n) {
+  int total = 0;
+  // BEGIN BUG stops_early
+  for (int i = 0; i < n; ++i) total += i;
+  // PLANTED
+  for (int i = 0; i < n - 1; ++i) total += i;
+  // END BUG
+  return total;
+}
+"""
+
+
+def test_a_planted_bug_is_in_the_template_and_fixed_in_the_solution():
+    assert "i < n;" in regions.solution_text(BUGGY) and "n - 1" not in regions.solution_text(BUGGY)
+    template = regions.template_text(BUGGY)
+    assert "i < n - 1;" in template and "i < n;" not in template and "BUG" not in template
+    assert regions.planted_bugs(BUGGY) == {"stops_early": ("  for (int i = 0; i < n; ++i) total += i;\n",
+                                                          "  for (int i = 0; i < n - 1; ++i) total += i;\n")}
+    assert regions.stubs(BUGGY) == [] and regions.solution_lines(BUGGY) == 0
+
+
+@pytest.mark.parametrize("broken, complaint", [
+    ("// BEGIN BUG\nx\n// PLANTED\ny\n// END BUG\n", "names its bug"),
+    ("// BEGIN BUG a\nx\n// END BUG\n", "unexpected 'END BUG'"),
+    ("// BEGIN BUG a\nx\n// PLANTED\ny\n", "never closed"),
+    ("// BEGIN SOLUTION a\nx\n// END SOLUTION\n", "only BEGIN BUG takes a name"),
+    ("// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n", "planted twice"),
+])
+def test_malformed_bug_regions_are_reported(broken, complaint):
+    with pytest.raises(regions.RegionError, match=complaint):
+        regions.planted_bugs(broken, "f.cu")

@@ -1,7 +1,6 @@
 """compute-sanitizer over the references' small CUDA cases: clean under memcheck and racecheck;
-and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool it names."""
-import os
-
+and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool it names. A bug
+the tests find instead is graded with the mutants (tests/test_autograder.py)."""
 import pytest
 
 from autograder import mutants
@@ -10,16 +9,27 @@ from course.authoring import units
 from course.sanitize import TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
 
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
-PLANTED = [(unit, bug) for unit in units.all_units() if os.path.exists(unit.planted_bugs_path)
-           for bug in mutants.load_file(unit.planted_bugs_path).values()]
+PLANTED = [(unit, bug) for unit in units.all_units() for bug in mutants.load_planted(unit).values()]
+SANITIZED_BUGS = [(unit, bug) for unit, bug in PLANTED if bug.found_by in TOOLS]
 needs_sanitizer = pytest.mark.skipif(not HAS_GPU or find_sanitizer() is None,
                                      reason="needs a GPU and compute-sanitizer")
 
 
 @pytest.mark.parametrize("unit, bug", PLANTED, ids=lambda p: getattr(p, "name", ""))
 def test_planted_bug_applies_and_names_a_tool(unit, bug, tmp_path):
-    assert bug.found_by in TOOLS, f"{bug.name}: found_by must be one of {TOOLS}"
+    assert bug.found_by in (*TOOLS, "tests"), f"{bug.name}: found_by must be one of {TOOLS} or 'tests'"
+    assert (bug.found_by == "tests") == bool(bug.loses), f"{bug.name}: a bug the tests find says which they lose"
     mutants.write(unit, bug, str(tmp_path))  # raises where the reference no longer has its edit
+
+
+@pytest.mark.parametrize("unit", [u for u in units.all_units() if u.planted_regions()], ids=lambda u: u.name)
+def test_every_bug_the_starter_ships_is_listed(unit):
+    """A BUG region in the sources is a bug the students get: planted_bugs.toml says what finds it."""
+    listed = mutants.load_planted(unit)
+    assert set(unit.planted_regions()) <= set(listed), "BUG regions missing from planted_bugs.toml"
+    template = "".join(unit.template(f) for f in unit.sources)
+    for name, edit in unit.planted_regions().items():
+        assert edit["new"] in template and edit["old"] != edit["new"], name
 
 
 @needs_sanitizer
@@ -28,14 +38,14 @@ def test_planted_bug_applies_and_names_a_tool(unit, bug, tmp_path):
 def test_reference_is_clean_under_the_sanitizer(unit, tool, tmp_path):
     source = tmp_path / "src"
     unit.write("solution", str(source))
-    report = run_sanitizer(tool, unit, str(source), str(tmp_path / "build"))
+    report = run_sanitizer(tool, unit.plan(), str(source), str(tmp_path / "build"), unit.solutions)
     assert report.clean, report.output
 
 
 @needs_sanitizer
-@pytest.mark.parametrize("unit, bug", PLANTED, ids=lambda p: getattr(p, "name", ""))
+@pytest.mark.parametrize("unit, bug", SANITIZED_BUGS, ids=lambda p: getattr(p, "name", ""))
 def test_planted_bug_is_found_by_its_tool(unit, bug, tmp_path):
     source = tmp_path / "src"
     mutants.write(unit, bug, str(source))
-    report = run_sanitizer(bug.found_by, unit, str(source), str(tmp_path / "build"))
+    report = run_sanitizer(bug.found_by, unit.plan(), str(source), str(tmp_path / "build"), unit.solutions)
     assert not report.clean, f"{bug.found_by} found nothing in {bug.name}:\n{report.output}"

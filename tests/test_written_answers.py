@@ -19,7 +19,7 @@ def test_every_question_is_found_with_its_text(unit):
     found = questions(unit)
     assert found, f"{unit.name}: no <!-- answer --> in the lesson"
     assert len({q.id for q in found}) == len(found), "two questions share an id"
-    assert all(q.text.startswith("**Q") for q in found), [q.text[:40] for q in found]
+    assert all(q.text.startswith(("**Q", "**D")) for q in found), [q.text[:40] for q in found]  # D: a diagnosis
 
 
 def test_answers_become_entries_worth_nothing_until_graded_by_hand():

@@ -5,13 +5,15 @@
     python -m course.authoring.generate --repo DIR   another course folder (DIR/solutions/...)
 
 For each unit: src_templates/<unit>/ (starter sources), notebooks/<unit>.ipynb
-(student), notebooks/instructor/<unit>.ipynb (solutions filled in) and, for the instructor
+(student), notebooks/instructor/<unit>.ipynb (solutions filled in; kept with the outputs of a
+GPU run, `scripts/gpu_check.sh notebook`, while its cells are current) and, for the instructor
 kit, docs/instructor/<unit>_mistakes.md (its mutants: the mistake, the tests lost, the hints)
 and docs/instructor/<unit>_pacing.md (its sections, what each asks and an estimate of its time).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -27,7 +29,7 @@ from course.authoring.units import Unit
 # The course code a notebook writes to disk before its first use: everything it
 # imports from `course`, and nothing instructors keep to themselves.
 RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "ops.py", "suites.py", "harness.py", "judge.py",
-                   "hints.py", "kernel_names.py", "public.py", "bench.py", "notebook.py")
+                   "hints.py", "kernel_names.py", "public.py", "bench.py", "notebook.py", "sanitize.py", "lab.py")
 COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 # What an answer cell holds until the student writes below it.
@@ -80,7 +82,33 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
         return "markdown", f"{ANSWER_PROMPT}\n\n", {"course": {"answer": argument}}
     if name == "thresholds":
         return "markdown", thresholds_text(unit), {}
+    if name == "bug":
+        return "code", _bug_cell(unit, argument, solved), {}
     raise ValueError(f"{unit.name}/lesson.md: unknown directive {name!r}")
+
+
+def _bug_cell(unit: Unit, name: str, solved: bool) -> str:
+    """A lab's cell that looks for one of the starter's bugs with its tool: in the student's
+    notebook on their own code, in the instructor's on the solution with that bug planted."""
+    from autograder import mutants
+
+    bug = mutants.load_planted(unit).get(name)
+    if bug is None or name not in unit.planted_regions():
+        raise ValueError(f"{unit.name}/lesson.md: bug {name!r} is not a BUG region listed in planted_bugs.toml")
+    files = ", ".join(repr(f) for f in unit.files)
+    arguments = [repr(unit.name), f"[{files}]", repr(bug.found_by)]
+    if bug.found_by == "tests":
+        public = [case.name for case in unit.tests(hidden=False).CASES]
+        lost = bug.expected_losses(public)
+        arguments.append(f"cases={[case for case in public if case in lost]!r}")
+    lines = ["from course.lab import find_bug", ""]
+    if solved:
+        edit = bug.edits[0]
+        lines.append("# The starter's bug, planted again in the solved sources: what the tool shows of it")
+        lines.append(f"BUG = dict(file={edit['file']!r},\n           old={edit['old']!r},\n           new={edit['new']!r})")
+        arguments.append("plant=BUG")
+    lines.append(f"find_bug({', '.join(arguments)})")
+    return "\n".join(lines)
 
 
 def thresholds_text(unit: Unit) -> str:
@@ -185,6 +213,27 @@ def _check_stubs(unit: Unit) -> None:
                 raise ValueError(f"{unit.name}/{file}: solution region {number} has no {tag} stub")
 
 
+def without_outputs(text: str) -> str | None:
+    """A notebook's text with its code cells' outputs and execution counts emptied (None if
+    it is not a notebook)."""
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+    except (ValueError, KeyError, json.JSONDecodeError, nbformat.reader.NotJSONError):
+        return None
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nbformat.writes(notebook) + "\n"
+
+
+def is_current(path: str, current: str | None, text: str, unit: Unit) -> bool:
+    """The file holds `text`; an instructor notebook may hold it with the outputs of a run."""
+    if current == text:
+        return True
+    executed_ok = [p for p, solved in notebook_paths(unit).items() if solved]
+    return current is not None and path in executed_ok and without_outputs(current) == text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only report stale generated files")
@@ -197,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for path, text in generated_files(unit).items():
             current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
-            if current == text:
+            if is_current(path, current, text, unit):
                 continue
             relative = os.path.relpath(path, args.repo)
             if args.check:

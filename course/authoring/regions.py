@@ -8,13 +8,30 @@ A solution file marks what students write:
     ...what the starter code has instead (optional)...
     // END SOLUTION
 
+and, for a debugging lab, the bugs the starter code ships with:
+
+    // BEGIN BUG name
+    ...the correct code...
+    // PLANTED
+    ...what the starter code has instead: the bug, unannounced...
+    // END BUG
+
 `#` works in place of `//` for Python.
 """
 from __future__ import annotations
 
 import re
 
-_MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION)\s*$")
+_MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION|BEGIN BUG|PLANTED|END BUG)\s*(\w*)\s*$")
+_TRANSITIONS = {
+    ("plain", "BEGIN SOLUTION"): "solution",
+    ("solution", "STUB"): "stub",
+    ("solution", "END SOLUTION"): "plain",
+    ("stub", "END SOLUTION"): "plain",
+    ("plain", "BEGIN BUG"): "fixed",
+    ("fixed", "PLANTED"): "planted",
+    ("planted", "END BUG"): "plain",
+}
 
 
 class RegionError(ValueError):
@@ -22,55 +39,68 @@ class RegionError(ValueError):
 
 
 def _split(text: str, path: str):
-    """Yield (kind, lines) blocks: kind is 'plain', 'solution' or 'stub'."""
-    state, block, start = "plain", [], 0
-    transitions = {
-        ("plain", "BEGIN SOLUTION"): "solution",
-        ("solution", "STUB"): "stub",
-        ("solution", "END SOLUTION"): "plain",
-        ("stub", "END SOLUTION"): "plain",
-    }
+    """Yield (kind, lines, bug name) blocks: kind is 'plain', 'solution', 'stub', 'fixed' or
+    'planted'; the bug name is set on a bug's two blocks."""
+    state, block, start, bug = "plain", [], 0, ""
     for number, line in enumerate(text.splitlines(keepends=True), 1):
         match = _MARKER.match(line)
         if not match:
             block.append(line)
             continue
-        marker = match.group(1)
-        if (state, marker) not in transitions:
+        marker, name = match.groups()
+        if (state, marker) not in _TRANSITIONS:
             raise RegionError(f"{path}:{number}: unexpected '{marker}' inside a {state} block")
-        yield state, block
-        state, block, start = transitions[(state, marker)], [], number
+        if marker == "BEGIN BUG" and not name:
+            raise RegionError(f"{path}:{number}: a BEGIN BUG marker names its bug: // BEGIN BUG <name>")
+        if name and marker != "BEGIN BUG":
+            raise RegionError(f"{path}:{number}: only BEGIN BUG takes a name, not '{marker}'")
+        yield state, block, bug
+        state, block, start = _TRANSITIONS[(state, marker)], [], number
+        bug = name if marker == "BEGIN BUG" else (bug if state == "planted" else "")
     if state != "plain":
         raise RegionError(f"{path}:{start}: {state} block is never closed")
-    yield state, block
+    yield state, block, bug
 
 
 def _render(text: str, path: str, keep: set[str]) -> str:
-    return "".join("".join(lines) for kind, lines in _split(text, path) if kind in keep)
+    return "".join("".join(lines) for kind, lines, _ in _split(text, path) if kind in keep)
 
 
 def solution_text(text: str, path: str = "<text>") -> str:
-    """The complete reference: solutions kept, stubs and markers dropped."""
-    return _render(text, path, {"plain", "solution"})
+    """The complete reference: solutions and fixed bugs kept, stubs, planted bugs and markers dropped."""
+    return _render(text, path, {"plain", "solution", "fixed"})
 
 
 def template_text(text: str, path: str = "<text>") -> str:
-    """What students start from: each solution replaced by its stub."""
-    return _render(text, path, {"plain", "stub"})
+    """What students start from: each solution replaced by its stub, each bug planted."""
+    return _render(text, path, {"plain", "stub", "planted"})
 
 
 def solution_lines(text: str, path: str = "<text>") -> int:
     """Lines of code the solution regions hold (blank lines and comment-only lines left out):
     what a student writes."""
-    return sum(1 for kind, lines in _split(text, path) if kind == "solution" for line in lines
+    return sum(1 for kind, lines, _ in _split(text, path) if kind == "solution" for line in lines
                if line.strip() and not line.strip().startswith(("//", "#")))
 
 
 def stubs(text: str, path: str = "<text>") -> list[str]:
     """The stub of each solution region (empty string for a region without one)."""
     found, previous = [], None
-    for kind, lines in _split(text, path):
+    for kind, lines, _ in _split(text, path):
         if previous == "solution":
             found.append("".join(lines) if kind == "stub" else "")
         previous = kind
+    return found
+
+
+def planted_bugs(text: str, path: str = "<text>") -> dict[str, tuple[str, str]]:
+    """{bug name: (the correct code, the planted code)} of each BUG region, in order."""
+    found, fixed = {}, {}
+    for kind, lines, bug in _split(text, path):
+        if kind == "fixed":
+            fixed[bug] = "".join(lines)
+        elif kind == "planted":
+            if bug in found:
+                raise RegionError(f"{path}: bug {bug!r} is planted twice")
+            found[bug] = (fixed[bug], "".join(lines))
     return found

@@ -1,8 +1,11 @@
 """Execute a notebook top to bottom with nbclient, as "Run all" would, in a work folder.
 
-    python -m course.authoring.run_notebook NOTEBOOK WORKDIR [--timeout S]
+    python -m course.authoring.run_notebook NOTEBOOK WORKDIR [--timeout S] [--save PATH]
 
-Prints each cell's output; exits 1 at the first failing cell, naming it.
+Prints each cell's output; exits 1 at the first failing cell, naming it. --save writes the
+notebook with its outputs, and nothing else of the run: its metadata and cells stay as
+generated, so `generate --check` still knows it as current (an instructor notebook is kept
+with the outputs of a GPU run).
 """
 from __future__ import annotations
 
@@ -32,6 +35,15 @@ def run(path: str, workdir: str, timeout: int = 900) -> tuple[bool, nbformat.Not
     return True, notebook, ""
 
 
+def with_outputs(original: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """`original` with the outputs and execution counts of `executed` (the same cells, run)."""
+    kept = nbformat.from_dict(original)
+    for cell, ran in zip(kept.cells, executed.cells):
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = ran.get("outputs", []), ran.get("execution_count")
+    return kept
+
+
 def outputs_text(notebook: nbformat.NotebookNode) -> str:
     chunks = []
     for cell in notebook.cells:
@@ -51,11 +63,15 @@ def main() -> int:
     parser.add_argument("workdir")
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--fresh", action="store_true", help="empty the work folder first")
+    parser.add_argument("--save", help="write the notebook with its outputs here (only when every cell ran)")
     args = parser.parse_args()
     if args.fresh:
         shutil.rmtree(args.workdir, ignore_errors=True)
     ok, notebook, error = run(args.notebook, args.workdir, args.timeout)
     print(outputs_text(notebook))
+    if ok and args.save:
+        with open(args.save, "w", encoding="utf-8") as handle:
+            handle.write(nbformat.writes(with_outputs(nbformat.read(args.notebook, as_version=4), notebook)) + "\n")
     if not ok:
         print(error.splitlines()[-1] if error else "failed")
     return 0 if ok else 1

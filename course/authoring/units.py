@@ -102,6 +102,17 @@ class Unit:
     def planted_bugs_path(self) -> str:
         return os.path.join(self.folder, "planted_bugs.toml")
 
+    def planted_regions(self) -> dict[str, dict]:
+        """{bug name: the edit that plants it in the solution ({file, old, new})} of every BUG
+        region in the unit's own sources: the debugging lab's starter bugs."""
+        found = {}
+        for file in self.sources:
+            for name, (fixed, planted) in regions.planted_bugs(self.raw(file), self.solution_path(file)).items():
+                if name in found:
+                    raise regions.RegionError(f"{self.name}: bug {name!r} is planted in two files")
+                found[name] = {"file": file, "old": fixed, "new": planted}
+        return found
+
     def public_test_files(self) -> dict[str, str]:
         """{path relative to the units folder: text} of what the public suite imports: its own
         file and the shared Python pieces in common/ (written into a notebook verbatim)."""

@@ -27,8 +27,6 @@ CASES = [
          checks=(INPUTS_UNCHANGED,), hint="gamma=None is a scale of 1 and beta=None a shift of 0, as in F.layer_norm"),
     Case("cpu_own_code", "cpu_backward", "cpu", 1.0, dict(op="backward", shape=(64, 256)), checks=(OWN_KERNEL,)),
     Case("cuda_own_kernel", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(64, 256)), checks=(OWN_KERNEL,)),
-    Case("cuda_fwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_forward", dtype=torch.float16),
-         hint=HINTS["overflow"], timeout=120.0),
     Case("cuda_bwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_backward", dtype=torch.float16),
          hint=HINTS["overflow"], timeout=120.0),
     _error("error_x_integer", ("x",), x=lambda t: t.round().to(torch.int32)),

@@ -11,7 +11,6 @@
 //   B beyond the grid   blocks loop over rows (grid-stride), so any B fits one launch;
 //   B·D beyond 2^31     row offsets are 64-bit;
 //   B = 0               nothing is launched: a grid of 0 blocks is an error.
-#include "course_todo.h"
 #include "device_math.cuh"
 #include "layernorm_kernels.h"
 #include "reductions.cuh"
@@ -21,10 +20,6 @@ namespace {
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;  // enough to fill any GPU; more rows are looped over
 
-// BEGIN SOLUTION
-// STUB
-COURSE_TODO("day04: layernorm_forward.cu, layernorm_forward_kernel: loop over rows with 64-bit offsets, sum in acc_t, every loop to j < cols, then delete this line");
-// END SOLUTION
 template <typename T>
 __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                          const T* __restrict__ beta, T* __restrict__ y,
@@ -32,9 +27,12 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
                                          acc_type_t<T>* __restrict__ rstd_out, int64_t rows,
                                          int cols, acc_type_t<T> eps) {
   using acc_t = acc_type_t<T>;
-  // BEGIN SOLUTION
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    // BEGIN BUG row_offset_in_32_bits
     const int64_t row_start = row * cols;  // 64-bit: 32769 rows of 65536 pass 2^31
+    // PLANTED
+    const int row_start = row * cols;
+    // END BUG
     const T* x_row = x + row_start;
     T* y_row = y + row_start;
 
@@ -58,35 +56,16 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
       rstd_out[row] = rstd;
     }
   }
-  // STUB
-  // TODO(day04): day02's kernel body, hardened:
-  //   - for (int64_t row = blockIdx.x; row < rows; row += gridDim.x): a block takes every
-  //     gridDim.x-th row, so B may exceed the grid; x_row = x + row * cols in 64 bits;
-  //   - every sum in acc_t: acc_t sum = 0; sum += to_acc(x_row[j]); (to_acc turns __half
-  //     into float), mean and rstd in acc_t too;
-  //   - every loop strided by blockDim.x up to j < cols, whatever D is;
-  //   - y_row[j] = from_acc<T>(...) rounds the acc_t result back to T.
-  // END SOLUTION
 }
 
 }  // namespace
 
-// BEGIN SOLUTION
-// STUB
-COURSE_TODO("day04: layernorm_forward.cu, launch_layernorm_forward: launch nothing for rows == 0 and at most kMaxBlocks blocks, then delete this line");
-// END SOLUTION
 template <typename T>
 cudaError_t launch_layernorm_forward(const T* x, const T* gamma, const T* beta, T* y,
                                      acc_type_t<T>* mean, acc_type_t<T>* rstd, int64_t rows,
                                      int64_t cols, double eps, cudaStream_t stream) {
-  // BEGIN SOLUTION
   if (rows == 0) return cudaSuccess;  // nothing to do, and a grid of 0 blocks is an error
   const int blocks = static_cast<int>(rows < kMaxBlocks ? rows : kMaxBlocks);
-  // STUB
-  // TODO(day04): return cudaSuccess at once when there are no rows (a launch of 0 blocks fails
-  // with "invalid configuration argument"), and launch min(rows, kMaxBlocks) blocks.
-  const int blocks = static_cast<int>(rows);
-  // END SOLUTION
   layernorm_forward_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(
       x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
   return cudaGetLastError();

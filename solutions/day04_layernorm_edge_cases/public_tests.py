@@ -21,11 +21,11 @@ runs the kernels' algorithms, so a machine without a GPU checks everything but t
 
 import torch
 
-from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, Case
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, gradients
 
-from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
+from ..common.layernorm_tests import (CHECK_HINT, EPS, STREAM_HINT, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
                                       backward_tolerance, compiled_backward, condition_by_std, dx_formula,
                                       error_case, forward_dtypes, forward_tolerance, layer_norm64, max_abs,
                                       random_affine, random_dy, random_x, saved_statistics, spoil, statistics,
@@ -264,6 +264,11 @@ CASES = [
     *_edge("transposed", (64, 96), strided=("x", "dy"), layout="transposed"),
     *_edge("empty", (0, 64)),
     *_edge("fp16", (64, 4096), torch.float16),
+    # The debugging lab's planted bugs each lose one of these on the GPU (lesson, section 7).
+    Case("cuda_bwd_current_stream", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(512, 1024)),
+         checks=(SIDE_STREAM,), hint=STREAM_HINT),
+    Case("cuda_fwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_forward", dtype=torch.float16),
+         hint=HINTS["overflow"], timeout=120.0),
     _error("error_gamma_shape", ("gamma",), gamma=lambda t: t[:-1]),
     _error("error_eps_zero", ("eps",), eps=lambda e: 0.0),
 ]

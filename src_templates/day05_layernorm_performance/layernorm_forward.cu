@@ -11,7 +11,6 @@
 //   B beyond the grid   blocks loop over rows (grid-stride), so any B fits one launch;
 //   B·D beyond 2^31     row offsets are 64-bit;
 //   B = 0               nothing is launched: a grid of 0 blocks is an error.
-#include "course_todo.h"
 #include "device_math.cuh"
 #include "layernorm_kernels.h"
 #include "reductions.cuh"
