@@ -73,6 +73,10 @@ def _poison_allocator(metas: list, device: str) -> None:
 def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
     """Inputs are copied in on a side stream after a delay; an op that launches on the
     legacy default stream instead of the current one reads them before they arrive."""
+    # One call first, on the default stream: CUDA loads a kernel at its first launch, and the
+    # load waits for the whole device, side stream included, which would hide the bug.
+    call(spec, ext, {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+    torch.cuda.synchronize()
     pinned = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     buffers = {k: torch.full_like(v, float("nan"), device=device) if isinstance(v, torch.Tensor) else v
                for k, v in inputs.items()}

@@ -107,7 +107,7 @@ def _bug_cell(unit: Unit, name: str, solved: bool) -> str:
         lines.append("# The starter's bug, planted again in the solved sources: what the tool shows of it")
         lines.append(f"BUG = dict(file={edit['file']!r},\n           old={edit['old']!r},\n           new={edit['new']!r})")
         arguments.append("plant=BUG")
-    lines.append(f"find_bug({', '.join(arguments)})")
+    lines.append(f"found = find_bug({', '.join(arguments)})")
     return "\n".join(lines)
 
 
