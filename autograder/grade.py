@@ -23,6 +23,7 @@ from autograder.deadline import Deadline
 from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.runner import GroupRunner
+from autograder.sanitized import sanitized_verdicts
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.submission import SubmissionError, materialize
 from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
@@ -31,6 +32,7 @@ from course.build import BuildError, Built, build_args, libstdcxx_problem, read_
 from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
 from course.kernel_names import defined_kernels, submission_files
+from course.sanitize import SANITIZER
 
 BUILD_TIMEOUT = 600
 OWN_TESTS_TIMEOUT = 300
@@ -84,12 +86,12 @@ def child_env(capability: str | None) -> dict:
 def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, list[tuple[int, Case]]]]:
     """The children's work, in order. A device's correctness groups share one child (a crash
     or hang still costs only its own case: the rest go on in a fresh one), since starting a
-    child (torch, the module, a CUDA context) takes longer than most groups' tests. Perf
-    groups come last, each in children of its own, once the cases they need are judged."""
+    child (torch, the module, a CUDA context) takes longer than most groups' tests. Perf and
+    sanitizer groups come last, each in children of its own, once the cases they need are judged."""
     merged: dict[str, list[tuple[int, Case]]] = {}
     perf: list[tuple[str, list[tuple[int, Case]]]] = []
     for group, cases in groups.items():
-        if any(case.kind == "perf" for _, case in cases):
+        if any(case.kind in ("perf", SANITIZER) for _, case in cases):
             perf.append((group, cases))
         else:
             merged.setdefault(cases[0][1].device, []).extend(cases)
@@ -234,6 +236,10 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             else:
                 ready.append((index, case))
         if not ready:
+            continue
+        if ready[0][1].kind == SANITIZER:
+            verdicts.update(sanitized_verdicts(spec, ready, dict(
+                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed))
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
         timed = [(index, case) for index, case in ready if case.kind == "perf"]

@@ -71,16 +71,22 @@ class GroupRunner:
     """Runs a list of cases in sandboxed children, a fresh child after each one that stops early."""
 
     def __init__(self, load: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline, *,
-                 prefix: str, shared: tuple[str, ...] = (), case_timeout: float | None = None):
+                 prefix: str, shared: tuple[str, ...] = (), case_timeout: float | None = None,
+                 wrapper: tuple[str, ...] = (), slowdown: float = 1.0):
         """`load`: what each child loads (the suite, and the student's build or none), as
         request.json carries it. `shared`: folders every child may write besides its own (the
-        build, whose loader copies the library). `case_timeout`: a cap on every case's own."""
+        build, whose loader copies the library). `case_timeout`: a cap on every case's own.
+        `wrapper`: a command the child runs under (compute-sanitizer), which makes every case
+        `slowdown` times slower."""
         self.load, self.sandbox, self.work, self.env, self.deadline = load, sandbox, work, env, deadline
         self.prefix, self.shared, self.case_timeout = prefix, shared, case_timeout
+        self.wrapper, self.slowdown = wrapper, slowdown
         self.spawn_seconds: list[float] = []
+        self.exit_code: int | None = None  # the last child's (its wrapper's, if any)
+        self.stdout = ""                   # the last child's standard output
 
     def timeout(self, case: Case) -> float:
-        return min(case.timeout, self.case_timeout) if self.case_timeout else case.timeout
+        return self.slowdown * (min(case.timeout, self.case_timeout) if self.case_timeout else case.timeout)
 
     def run(self, group: str, device: str, cases: list[tuple[int, Case]],
             inputs: dict[int, list[dict]]) -> dict[int, dict | str]:
@@ -109,6 +115,16 @@ class GroupRunner:
             pending = [(i, c) for i, c in pending if i not in outcomes]
         return outcomes
 
+    def run_once(self, group: str, device: str, cases: list[tuple[int, Case]],
+                 inputs: dict[int, list[dict]]) -> tuple[str, bool]:
+        """One child over `cases`, never restarted: (why it stopped early or '', whether every
+        case left a result). Its exit code and output are then in exit_code and stdout."""
+        files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
+        for index, _ in cases:
+            torch.save(inputs[index], files.inputs(index))
+        reason, _ = self._run_child(files, device, cases)
+        return reason, all(os.path.exists(files.result(index)) for index, _ in cases)
+
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is
         blamed for, or None)."""
@@ -116,14 +132,16 @@ class GroupRunner:
         with open(files.request, "w") as handle:
             json.dump(request, handle)
         self.sandbox.give(files.folder)
-        wall = CHILD_START_TIMEOUT + sum(self.timeout(c) for _, c in cases)
-        run = self.sandbox.start(python_command("-m", "autograder.child", files.folder),
+        wall = CHILD_START_TIMEOUT * self.slowdown + sum(self.timeout(c) for _, c in cases)
+        self.exit_code, self.stdout = None, ""
+        run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
                                  writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
                                  limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
         try:
             reason, blamed = self._watch(run, files, cases)
         finally:
             run.kill()  # whatever it left running
+            self.stdout = run.stdout()
         if reason and not reason.startswith(("timed out", "not run")):
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
@@ -149,6 +167,7 @@ class GroupRunner:
                     seen[index] = now
             running = next((i for i, _ in cases if i in seen and i not in done), None)
             if code is not None:
+                self.exit_code = code
                 return self._exit_reason(code, ready_at is not None, running, len(done) == len(cases))
             if self.deadline.passed:
                 return self.deadline.not_run(), running
@@ -156,8 +175,8 @@ class GroupRunner:
                 if now - idle_since > EXIT_GRACE:  # its work is done; a thread of its own holds it
                     return "", None
             elif ready_at is None:
-                if now - started > CHILD_START_TIMEOUT:
-                    return f"the module did not load within {CHILD_START_TIMEOUT} s", None
+                if now - started > CHILD_START_TIMEOUT * self.slowdown:
+                    return f"the module did not load within {CHILD_START_TIMEOUT * self.slowdown:.0f} s", None
             elif running is not None:
                 if now - seen[running] > timeouts[running]:
                     return (f"timed out: still running after {timeouts[running]:.0f} s "

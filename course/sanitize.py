@@ -22,6 +22,8 @@ import sys
 from dataclasses import dataclass
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
+SANITIZER = "sanitizer"  # the kind of a graded case that runs the small CUDA cases under a tool
+SLOWDOWN = 5.0  # how much longer a case may take under a tool than its own time limit
 MAX_ELEMENTS = 1 << 16  # a sanitized kernel runs 10-100x slower: the small cases are enough
 ERROR_EXIT = 86
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards?)")
@@ -45,10 +47,35 @@ def find_sanitizer() -> str | None:
     return found or (fallback if os.path.exists(fallback) else None)
 
 
+_HINTS = {
+    "memcheck": "compute-sanitizer --tool memcheck saw an access outside an allocation: read the kernel, "
+                "thread, block and line it names, and check that loop's bounds (day04, 7.3)",
+    "racecheck": "compute-sanitizer --tool racecheck saw threads reading shared memory that others write "
+                 "with no __syncthreads() between: read the two lines it names (day04, 7.4)",
+}
+
+
+def sanitizer_cases(tools=("memcheck", "racecheck"), points: float = 1.0) -> list:
+    """The graded cases a CUDA unit's hidden suite adds: per tool, the suite's small CUDA values
+    cases run under it, passed when it reports nothing (the autograder runs them)."""
+    from course.cases import Case
+
+    return [Case(f"cuda_{tool}", "cuda_sanitizer", "cuda", points, dict(tool=tool), kind=SANITIZER,
+                 hint=_HINTS.get(tool, ""), timeout=600.0) for tool in tools]
+
+
+def report_lines(output: str, limit: int = 24) -> str:
+    """The tool's own lines of a run's output (its report starts each with =========)."""
+    return "\n".join([line[:300] for line in output.splitlines() if line.startswith("=========")][:limit])
+
+
 def small_cuda_cases(spec) -> list:
-    """The hidden suite's CUDA values cases of at most MAX_ELEMENTS elements (of their shape)."""
+    """The suite's CUDA values cases of at most MAX_ELEMENTS elements (of their shape), but
+    those that profile the op: the profiler and the sanitizer both instrument every kernel."""
+    from course.cases import OWN_KERNEL
+
     return [case for case in spec.CASES if case.kind == "values" and case.device.startswith("cuda")
-            and case.elements is not None and case.elements <= MAX_ELEMENTS]
+            and case.elements is not None and case.elements <= MAX_ELEMENTS and OWN_KERNEL not in case.checks]
 
 
 def run_sanitizer(tool: str, plan, source_dir: str, build_dir: str, suites_root: str, *, hidden: bool = True,
@@ -75,8 +102,7 @@ def run_sanitizer(tool: str, plan, source_dir: str, build_dir: str, suites_root:
     errors = max(counts) if counts else (1 if run.returncode == ERROR_EXIT else 0)
     if run.returncode not in (0, ERROR_EXIT):  # the cases themselves did not run to their end
         raise RuntimeError(f"the sanitized run exited with {run.returncode}:\n{output[-3000:]}")
-    lines = [line for line in output.splitlines() if line.startswith("=========")]
-    return SanitizerReport(tool, errors, "\n".join(lines[:60]))
+    return SanitizerReport(tool, errors, report_lines(output, 60))
 
 
 def main(argv: list[str]) -> int:

@@ -3,10 +3,11 @@ and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool i
 the tests find instead is graded with the mutants (tests/test_autograder.py)."""
 import pytest
 
-from autograder import mutants
+from autograder import mutants, report
+from autograder.grade import grade
 from conftest import HAS_GPU
 from course.authoring import units
-from course.sanitize import TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
+from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
 
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
 PLANTED = [(unit, bug) for unit in units.all_units() for bug in mutants.load_planted(unit).values()]
@@ -49,3 +50,18 @@ def test_planted_bug_is_found_by_its_tool(unit, bug, tmp_path):
     mutants.write(unit, bug, str(source))
     report = run_sanitizer(bug.found_by, unit.plan(), str(source), str(tmp_path / "build"), unit.solutions)
     assert not report.clean, f"{bug.found_by} found nothing in {bug.name}:\n{report.output}"
+
+
+GRADED_BUGS = [(unit, bug) for unit, bug in SANITIZED_BUGS
+               if any(case.kind == SANITIZER and case.params["tool"] == bug.found_by for case in unit.tests().CASES)]
+
+
+@needs_sanitizer
+@pytest.mark.parametrize("unit, bug", GRADED_BUGS, ids=lambda p: getattr(p, "name", ""))
+def test_the_grader_takes_the_points_of_a_planted_bug_s_tool(unit, bug, tmp_path):
+    """The autograder's sanitizer cases: the bug loses its tool's case and keeps the other's."""
+    mutants.write(unit, bug, str(tmp_path / "submission"))
+    sanitized = tuple(case.name for case in unit.tests().CASES if case.kind == SANITIZER)
+    result = grade(str(tmp_path / "submission"), unit, seed=3, work=str(tmp_path / "work"), tests=sanitized)
+    failed = {t.name for t in result.tests if t.name in sanitized and not t.passed}
+    assert failed == {f"cuda_{bug.found_by}"}, report.table(result)

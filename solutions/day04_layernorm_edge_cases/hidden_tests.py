@@ -1,6 +1,7 @@
 """day04 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
 import torch
+from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403 - the op, its inputs and the public cases
 from .public_tests import CASES as PUBLIC_CASES, _edge, _error
@@ -46,4 +47,6 @@ CASES = [
     _error("error_backward_mean_dtype", ("mean",), op="backward_op", mean=lambda t: t.double()),
     _error("error_backward_rstd_shape", ("rstd",), op="backward_op", rstd=lambda t: t[:-1]),
     _error("error_backward_dy_on_cpu", ("dy", "device"), device="cuda", op="backward_op", dy=lambda t: t.cpu()),
+    # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
+    *sanitizer_cases(),
 ]

@@ -1,6 +1,7 @@
 """day05 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
 import torch
+from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403 - the op, its inputs and the public cases
 from .public_tests import CASES as PUBLIC_CASES, _backward, _bytes_case, _error, _forward, _perf
@@ -62,4 +63,6 @@ CASES = [
     _perf("bf16_d4096", (8192, 4096), torch.bfloat16, full_at=0.6, zero_at=0.3),
     _perf("fp16_d768", (32768, 768), torch.float16, full_at=1.3, zero_at=0.65),
     _perf("fp32_d7", (1 << 20, 7), torch.float32, points=1.0, full_at=8.0, zero_at=2.0),
+    # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
+    *sanitizer_cases(),
 ]

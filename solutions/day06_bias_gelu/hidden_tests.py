@@ -3,6 +3,7 @@ if and only if public_tests.py defines it."""
 import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
+from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403 - the ops, their inputs and the public cases
 from .public_tests import (BACKWARD_FULL_AT, BACKWARD_ZERO_AT, CASES as PUBLIC_CASES, FORWARD_FULL_AT,
@@ -131,4 +132,6 @@ CASES = [
     _perf("forward", torch.bfloat16, PERF_SHAPE, FORWARD_FULL_AT, FORWARD_ZERO_AT),
     _perf("backward", torch.float32, PERF_SHAPE, BACKWARD_FULL_AT, BACKWARD_ZERO_AT),
     _perf("backward", torch.bfloat16, PERF_SHAPE, BACKWARD_FULL_AT, BACKWARD_ZERO_AT),
+    # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
+    *sanitizer_cases(),
 ]

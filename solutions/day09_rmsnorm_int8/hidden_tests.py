@@ -1,6 +1,7 @@
 """day09 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED
+from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403 - the ops, their inputs and the public cases
 from .public_tests import (AUTOGRAD_PERF_SHAPE, BF16, CASES as PUBLIC_CASES, FP16, FP32, FP64, HINTS,
@@ -94,4 +95,6 @@ CASES = [
          hint="time forward and backward apart: is either below the copy ceiling's pace?"),
     perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE, 1.0, 0.5,
          hint="time forward and backward apart: is either below the copy ceiling's pace?"),
+    # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
+    *sanitizer_cases(),
 ]

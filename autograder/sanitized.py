@@ -1,0 +1,46 @@
+"""The graded compute-sanitizer cases (course.sanitize.sanitizer_cases): the student's op on
+the suite's small CUDA values cases, in a sandboxed child that runs under the tool.
+
+The verdict is the tool's exit code, which the student's code cannot set: compute-sanitizer
+is the child's parent, and it exits with ERROR_EXIT when it saw an error, 0 when it saw none,
+and otherwise only when killed or stopped. A clean exit counts only if every case ran to its
+end. The report shown is the tool's own lines of the child's output.
+"""
+from __future__ import annotations
+
+from autograder.runner import GroupRunner
+from course.cases import Case, make_input_sets
+from course.judge import Verdict
+from course.sanitize import ERROR_EXIT, SLOWDOWN, find_sanitizer, report_lines, small_cuda_cases
+
+
+def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int) -> dict[int, Verdict]:
+    """{case index: verdict} for the sanitizer cases given. runner_args: GroupRunner's (load,
+    sandbox, work, env, deadline, shared) for the student's build."""
+    sanitizer = find_sanitizer()
+    small = [(index, case) for index, case in enumerate(spec.CASES) if case in small_cuda_cases(spec)]
+    verdicts = {}
+    for index, case in cases:
+        tool = case.params["tool"]
+        if sanitizer is None:
+            verdicts[index] = Verdict(False, "not run: compute-sanitizer is not on the grading machine")
+            continue
+        if not small:
+            verdicts[index] = Verdict(False, "not run: the suite has no small GPU case to run under the tool")
+            continue
+        env = {**runner_args["env"], "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}  # a tensor is its own allocation
+        runner = GroupRunner(**{**runner_args, "env": env}, prefix=f"sanitize_{tool}_", slowdown=SLOWDOWN,
+                             wrapper=(sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
+                                      "--print-limit", "10"))
+        inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
+        reason, all_ran = runner.run_once("cuda", case.device, small, inputs)
+        names = ", ".join(c.name for _, c in small)
+        if runner.exit_code == ERROR_EXIT:
+            verdicts[index] = Verdict(False, f"{tool} reported errors while your op ran {names}:\n"
+                                             f"{report_lines(runner.stdout)}")
+        elif runner.exit_code == 0 and all_ran:
+            verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
+        else:
+            why = reason or f"it exited with code {runner.exit_code}"
+            verdicts[index] = Verdict(False, f"the run under {tool} did not finish its cases: {why}")
+    return verdicts

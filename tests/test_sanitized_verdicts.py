@@ -1,0 +1,60 @@
+"""The graded sanitizer cases' verdicts come from the tool's exit code: a stand-in for
+compute-sanitizer, on a machine without a GPU, exits as the real one would."""
+import os
+import stat
+
+import pytest
+
+from autograder import sanitized
+from autograder.deadline import Deadline
+from autograder.grade import child_env
+from autograder.sandbox import Sandbox
+from course.authoring import units
+from course.sanitize import ERROR_EXIT, SANITIZER
+
+UNIT = units.load("day04_layernorm_edge_cases")
+SPEC = UNIT.tests()
+CASES = [(index, case) for index, case in enumerate(SPEC.CASES) if case.kind == SANITIZER]
+# The child's folder is the last argument: a run that completes leaves a result per case there.
+COMPLETE = 'for f in "$(eval echo \\${$#})"/*.inputs.pt; do : > "${f%.inputs.pt}.result.pt"; done\n'
+
+
+def _verdicts(tmp_path, monkeypatch, script):
+    tool = tmp_path / "fake-sanitizer"
+    tool.write_text("#!/bin/sh\n" + script)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(sanitized, "find_sanitizer", lambda: str(tool))
+    env = child_env(None)
+    sandbox = Sandbox.open("none", str(tmp_path), env=env)
+    load = {"solutions": UNIT.solutions, "unit": UNIT.name, "plan": UNIT.plan().to_json(), "built": None,
+            "source_dir": str(tmp_path)}
+    args = dict(load=load, sandbox=sandbox, work=str(tmp_path), env=env, deadline=Deadline(300), shared=())
+    try:
+        return {SPEC.CASES[i].name: v for i, v in sanitized.sanitized_verdicts(SPEC, CASES, args, seed=1).items()}
+    finally:
+        sandbox.close()
+
+
+def test_a_clean_exit_after_every_case_passes(tmp_path, monkeypatch):
+    verdicts = _verdicts(tmp_path, monkeypatch, COMPLETE + "exit 0\n")
+    assert all(v.passed for v in verdicts.values()) and set(verdicts) == {"cuda_memcheck", "cuda_racecheck"}
+
+
+def test_the_tool_s_error_exit_fails_with_its_report(tmp_path, monkeypatch):
+    report = "echo '========= Invalid __global__ read of size 4 bytes'\n"
+    verdicts = _verdicts(tmp_path, monkeypatch, COMPLETE + report + f"exit {ERROR_EXIT}\n")
+    assert not any(v.passed for v in verdicts.values())
+    assert all("Invalid __global__ read" in v.message and "reported errors" in v.message for v in verdicts.values())
+
+
+@pytest.mark.parametrize("script", ["exit 0\n", COMPLETE + "kill -9 $$\n", COMPLETE + "exit 3\n"],
+                         ids=["clean_exit_with_cases_missing", "killed", "other_exit"])
+def test_a_run_that_did_not_finish_fails(tmp_path, monkeypatch, script):
+    verdicts = _verdicts(tmp_path, monkeypatch, script)
+    assert all(not v.passed and "did not finish" in v.message for v in verdicts.values()), verdicts
+
+
+def test_without_the_tool_the_cases_are_not_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitized, "find_sanitizer", lambda: None)
+    verdicts = sanitized.sanitized_verdicts(SPEC, CASES, {}, seed=1)
+    assert all(v.message.startswith("not run: compute-sanitizer") for v in verdicts.values())
