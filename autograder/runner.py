@@ -116,14 +116,16 @@ class GroupRunner:
         return outcomes
 
     def run_once(self, group: str, device: str, cases: list[tuple[int, Case]],
-                 inputs: dict[int, list[dict]]) -> tuple[str, bool]:
-        """One child over `cases`, never restarted: (why it stopped early or '', whether every
-        case left a result). Its exit code and output are then in exit_code and stdout."""
+                 inputs: dict[int, list[dict]]) -> tuple[str, dict[int, dict | str]]:
+        """One child over `cases`, never restarted: (why it stopped early or '', {case index:
+        raw result, or why there is none} of the cases that left one). Its exit code and
+        output are then in exit_code and stdout."""
         files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
         for index, _ in cases:
             torch.save(inputs[index], files.inputs(index))
         reason, _ = self._run_child(files, device, cases)
-        return reason, all(os.path.exists(files.result(index)) for index, _ in cases)
+        return reason, {index: load_result(files.result(index)) for index, _ in cases
+                        if os.path.exists(files.result(index))}
 
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is

@@ -3,8 +3,9 @@ the suite's small CUDA values cases, in a sandboxed child that runs under the to
 
 The verdict is the tool's exit code, which the student's code cannot set: compute-sanitizer
 is the child's parent, and it exits with ERROR_EXIT when it saw an error, 0 when it saw none,
-and otherwise only when killed or stopped. A clean exit counts only if every case ran to its
-end. The report shown is the tool's own lines of the child's output.
+and otherwise only when killed or stopped. A clean exit counts only if the op ran every case
+without raising: an op that refuses every call (a starter's TODO) runs no kernel to check.
+The report shown is the tool's own lines of the child's output.
 """
 from __future__ import annotations
 
@@ -33,14 +34,18 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
                              wrapper=(sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
                                       "--print-limit", "10"))
         inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
-        reason, all_ran = runner.run_once("cuda", case.device, small, inputs)
+        reason, results = runner.run_once("cuda", case.device, small, inputs)
         names = ", ".join(c.name for _, c in small)
+        raised = [c.name for i, c in small if not isinstance(results.get(i), dict) or "exception" in results[i]]
         if runner.exit_code == ERROR_EXIT:
             verdicts[index] = Verdict(False, f"{tool} reported errors while your op ran {names}:\n"
                                              f"{report_lines(runner.stdout)}")
-        elif runner.exit_code == 0 and all_ran:
-            verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
-        else:
+        elif runner.exit_code != 0 or len(results) < len(small):
             why = reason or f"it exited with code {runner.exit_code}"
             verdicts[index] = Verdict(False, f"the run under {tool} did not finish its cases: {why}")
+        elif raised:
+            verdicts[index] = Verdict(False, f"{tool} has nothing to check: your op raised an error or returned "
+                                             f"no result on {', '.join(raised)} (see those tests)")
+        else:
+            verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
     return verdicts

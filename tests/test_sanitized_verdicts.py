@@ -4,6 +4,7 @@ import os
 import stat
 
 import pytest
+import torch
 
 from autograder import sanitized
 from autograder.deadline import Deadline
@@ -15,13 +16,19 @@ from course.sanitize import ERROR_EXIT, SANITIZER
 UNIT = units.load("day04_layernorm_edge_cases")
 SPEC = UNIT.tests()
 CASES = [(index, case) for index, case in enumerate(SPEC.CASES) if case.kind == SANITIZER]
-# The child's folder is the last argument: a run that completes leaves a result per case there.
-COMPLETE = 'for f in "$(eval echo \\${$#})"/*.inputs.pt; do : > "${f%.inputs.pt}.result.pt"; done\n'
+# The child's folder is the last argument: a run that completes leaves a result per case
+# there, copied from one the test saves beforehand.
+_RESULTS = 'for f in "$(eval echo \\${$#})"/*.inputs.pt; do cp KEPT "${f%.inputs.pt}.result.pt"; done\n'
+COMPLETE = _RESULTS.replace("KEPT", "ran.pt")
+RAISED = _RESULTS.replace("KEPT", "raised.pt")
 
 
 def _verdicts(tmp_path, monkeypatch, script):
+    torch.save({"outputs": ()}, tmp_path / "ran.pt")
+    torch.save({"exception": "RuntimeError: TODO(day04): ..."}, tmp_path / "raised.pt")
     tool = tmp_path / "fake-sanitizer"
-    tool.write_text("#!/bin/sh\n" + script)
+    tool.write_text("#!/bin/sh\n" + script.replace("ran.pt", str(tmp_path / "ran.pt"))
+                    .replace("raised.pt", str(tmp_path / "raised.pt")))
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(sanitized, "find_sanitizer", lambda: str(tool))
     env = child_env(None)
@@ -38,6 +45,11 @@ def _verdicts(tmp_path, monkeypatch, script):
 def test_a_clean_exit_after_every_case_passes(tmp_path, monkeypatch):
     verdicts = _verdicts(tmp_path, monkeypatch, COMPLETE + "exit 0\n")
     assert all(v.passed for v in verdicts.values()) and set(verdicts) == {"cuda_memcheck", "cuda_racecheck"}
+
+
+def test_an_op_that_raised_on_its_cases_gets_no_points_for_a_clean_report(tmp_path, monkeypatch):
+    verdicts = _verdicts(tmp_path, monkeypatch, RAISED + "exit 0\n")
+    assert all(not v.passed and "nothing to check" in v.message for v in verdicts.values()), verdicts
 
 
 def test_the_tool_s_error_exit_fails_with_its_report(tmp_path, monkeypatch):
