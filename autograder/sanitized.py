@@ -44,8 +44,10 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
             why = reason or f"it exited with code {runner.exit_code}"
             verdicts[index] = Verdict(False, f"the run under {tool} did not finish its cases: {why}")
         elif raised:
+            first = results.get(next(i for i, c in small if c.name == raised[0]))
+            error = first.get("exception", "") if isinstance(first, dict) else str(first)
             verdicts[index] = Verdict(False, f"{tool} has nothing to check: your op raised an error or returned "
-                                             f"no result on {', '.join(raised)} (see those tests)")
+                                             f"no result on {', '.join(raised)}; on {raised[0]}:\n{error[:500]}")
         else:
             verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
     return verdicts

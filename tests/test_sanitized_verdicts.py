@@ -49,7 +49,8 @@ def test_a_clean_exit_after_every_case_passes(tmp_path, monkeypatch):
 
 def test_an_op_that_raised_on_its_cases_gets_no_points_for_a_clean_report(tmp_path, monkeypatch):
     verdicts = _verdicts(tmp_path, monkeypatch, RAISED + "exit 0\n")
-    assert all(not v.passed and "nothing to check" in v.message for v in verdicts.values()), verdicts
+    assert all(not v.passed and "nothing to check" in v.message and "TODO(day04)" in v.message
+               for v in verdicts.values()), verdicts
 
 
 def test_the_tool_s_error_exit_fails_with_its_report(tmp_path, monkeypatch):
