@@ -9,6 +9,8 @@ The report shown is the tool's own lines of the child's output.
 """
 from __future__ import annotations
 
+import fnmatch
+
 from autograder.runner import GroupRunner
 from course.cases import Case, make_input_sets
 from course.judge import Verdict
@@ -19,10 +21,11 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
     """{case index: verdict} for the sanitizer cases given. runner_args: GroupRunner's (load,
     sandbox, work, env, deadline, shared) for the student's build."""
     sanitizer = find_sanitizer()
-    small = [(index, case) for index, case in enumerate(spec.CASES) if case in small_cuda_cases(spec)]
     verdicts = {}
     for index, case in cases:
-        tool = case.params["tool"]
+        tool, skip = case.params["tool"], case.params.get("skip", ())
+        small = [(i, c) for i, c in enumerate(spec.CASES) if c in small_cuda_cases(spec)
+                 and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)]
         if sanitizer is None:
             verdicts[index] = Verdict(False, "not run: compute-sanitizer is not on the grading machine")
             continue

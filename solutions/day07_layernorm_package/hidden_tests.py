@@ -1,6 +1,8 @@
 """The cases only the autograder runs: day04's edge catalogue through the operators, every
 dtype on the GPU, the package's contract (opcheck, compile, state_dict, memory), and perf
 through autograd in every dtype."""
+from course.sanitize import sanitizer_cases
+
 from .public_tests import *  # noqa: F403
 from .public_tests import CASES as PUBLIC_CASES
 from .public_tests import HINTS, PERF_NEEDS, PERF_SHAPE, _case, _error
@@ -66,4 +68,7 @@ CASES = [
     _error("cpu_error_x_0d", ("x",), x=lambda x: x[0, 0]),
     _error("cuda_error_weight_on_cpu", ("weight",), device="cuda", gamma=lambda g: g.cpu()),
     *[_perf(dtype, PERF_SHAPE, full_at=0.9, zero_at=0.45) for dtype in (FP16, BF16)],
+    # compute-sanitizer over the small GPU cases, where the grader has it; torch.compile, opcheck
+    # and the thousand-call memory test run no kernel of the package's that the others do not
+    *sanitizer_cases(skip=("cuda_compiled_*", "cuda_opcheck_*", "cuda_memory")),
 ]
