@@ -239,7 +239,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             continue
         if ready[0][1].kind == SANITIZER:
             verdicts.update(sanitized_verdicts(spec, ready, dict(
-                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed))
+                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed,
+                lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
         timed = [(index, case) for index, case in ready if case.kind == "perf"]

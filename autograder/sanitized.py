@@ -3,13 +3,15 @@ the suite's small CUDA values cases, in a sandboxed child that runs under the to
 
 The verdict is the tool's exit code, which the student's code cannot set: compute-sanitizer
 is the child's parent, and it exits with ERROR_EXIT when it saw an error, 0 when it saw none,
-and otherwise only when killed or stopped. A clean exit counts only if the op ran every case
-without raising: an op that refuses every call (a starter's TODO) runs no kernel to check.
-The report shown is the tool's own lines of the child's output.
+and otherwise only when killed or stopped. A clean exit counts only if every case's result,
+judged here like any other, is right: an op that refuses every call (a starter's TODO), or a
+child that writes results without running the op, gives the tool nothing to vouch for. The
+report shown is the tool's own lines of the child's output.
 """
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 
 from autograder.runner import GroupRunner
 from course.cases import Case, make_input_sets
@@ -17,9 +19,11 @@ from course.judge import Verdict
 from course.sanitize import ERROR_EXIT, SLOWDOWN, find_sanitizer, report_lines, small_cuda_cases
 
 
-def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int) -> dict[int, Verdict]:
+def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int,
+                       judge_result: Callable[[Case, list[dict], dict | str], Verdict]) -> dict[int, Verdict]:
     """{case index: verdict} for the sanitizer cases given. runner_args: GroupRunner's (load,
-    sandbox, work, env, deadline, shared) for the student's build."""
+    sandbox, work, env, deadline, shared) for the student's build; judge_result(case, its input
+    sets, the child's raw result): the grader's verdict on one case's result."""
     sanitizer = find_sanitizer()
     verdicts = {}
     for index, case in cases:
@@ -39,18 +43,19 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
         inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
         reason, results = runner.run_once("cuda", case.device, small, inputs)
         names = ", ".join(c.name for _, c in small)
-        raised = [c.name for i, c in small if not isinstance(results.get(i), dict) or "exception" in results[i]]
         if runner.exit_code == ERROR_EXIT:
             verdicts[index] = Verdict(False, f"{tool} reported errors while your op ran {names}:\n"
                                              f"{report_lines(runner.stdout)}")
         elif runner.exit_code != 0 or len(results) < len(small):
             why = reason or f"it exited with code {runner.exit_code}"
             verdicts[index] = Verdict(False, f"the run under {tool} did not finish its cases: {why}")
-        elif raised:
-            first = results.get(next(i for i, c in small if c.name == raised[0]))
-            error = first.get("exception", "") if isinstance(first, dict) else str(first)
-            verdicts[index] = Verdict(False, f"{tool} has nothing to check: your op raised an error or returned "
-                                             f"no result on {', '.join(raised)}; on {raised[0]}:\n{error[:500]}")
         else:
-            verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
+            wrong = [(c.name, judge_result(c, inputs[i], results[i])) for i, c in small]
+            wrong = [(name, verdict) for name, verdict in wrong if not verdict.passed]
+            if wrong:
+                verdicts[index] = Verdict(False, f"{tool} saw no error, but has nothing to vouch for: your op's "
+                                                 f"results under it were not right on {', '.join(n for n, _ in wrong)}; "
+                                                 f"on {wrong[0][0]}:\n{wrong[0][1].message[:500]}")
+            else:
+                verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
     return verdicts

@@ -59,9 +59,13 @@ GRADED_BUGS = [(unit, bug) for unit, bug in SANITIZED_BUGS
 @needs_sanitizer
 @pytest.mark.parametrize("unit, bug", GRADED_BUGS, ids=lambda p: getattr(p, "name", ""))
 def test_the_grader_takes_the_points_of_a_planted_bug_s_tool(unit, bug, tmp_path):
-    """The autograder's sanitizer cases: the bug loses its tool's case and keeps the other's."""
+    """The autograder's sanitizer cases: the bug loses its tool's case. A bad access leaves the
+    values right, so it keeps the other tool's; a race may give wrong values in the other
+    tool's slowed run too, which then rightly fails it."""
     mutants.write(unit, bug, str(tmp_path / "submission"))
     sanitized = tuple(case.name for case in unit.tests().CASES if case.kind == SANITIZER)
     result = grade(str(tmp_path / "submission"), unit, seed=3, work=str(tmp_path / "work"), tests=sanitized)
     failed = {t.name for t in result.tests if t.name in sanitized and not t.passed}
-    assert failed == {f"cuda_{bug.found_by}"}, report.table(result)
+    assert f"cuda_{bug.found_by}" in failed, report.table(result)
+    if bug.found_by != "racecheck":
+        assert failed == {f"cuda_{bug.found_by}"}, report.table(result)
