@@ -89,13 +89,13 @@ def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, 
     child (torch, the module, a CUDA context) takes longer than most groups' tests. Perf and
     sanitizer groups come last, each in children of its own, once the cases they need are judged."""
     merged: dict[str, list[tuple[int, Case]]] = {}
-    perf: list[tuple[str, list[tuple[int, Case]]]] = []
+    apart: list[tuple[str, list[tuple[int, Case]]]] = []
     for group, cases in groups.items():
         if any(case.kind in ("perf", SANITIZER) for _, case in cases):
-            perf.append((group, cases))
+            apart.append((group, cases))
         else:
             merged.setdefault(cases[0][1].device, []).extend(cases)
-    return sorted(merged.items()) + perf
+    return sorted(merged.items()) + apart
 
 
 def _unmet_needs(case: Case, cases: list[Case], index_of: dict[str, int], verdicts: dict[int, Verdict]) -> list[str]:

@@ -25,10 +25,11 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
     sandbox, work, env, deadline, shared) for the student's build; judge_result(case, its input
     sets, the child's raw result): the grader's verdict on one case's result."""
     sanitizer = find_sanitizer()
+    small_names = {c.name for c in small_cuda_cases(spec)}
     verdicts = {}
     for index, case in cases:
         tool, skip = case.params["tool"], case.params.get("skip", ())
-        small = [(i, c) for i, c in enumerate(spec.CASES) if c in small_cuda_cases(spec)
+        small = [(i, c) for i, c in enumerate(spec.CASES) if c.name in small_names
                  and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)]
         if sanitizer is None:
             verdicts[index] = Verdict(False, "not run: compute-sanitizer is not on the grading machine")

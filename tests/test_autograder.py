@@ -12,6 +12,7 @@ from autograder.grade import grade
 from conftest import GPUS, absent
 from helpers import cpu_path_has_todo, skip_without_gpu_if_gpu_only
 from course.authoring import units
+from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
 
 pytestmark = pytest.mark.autograder
@@ -70,7 +71,7 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
 
 def _mutant_params():
     for unit in UNITS:  # and the planted bugs the tests find (a debugging lab's starter ships them)
-        planted = [bug for bug in mutants.load_planted(unit).values() if bug.found_by == "tests"]
+        planted = [bug for bug in mutants.load_planted(unit).values() if bug.found_by == TESTS]
         for mutant in [*mutants.load(unit).values(), *planted]:
             marks = [pytest.mark.gpu] if mutant.gpu_only else []
             if mutant.min_gpus > GPUS:

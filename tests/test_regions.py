@@ -26,17 +26,6 @@ def test_stubs_lists_each_region_stub():
     assert regions.stubs(SOURCE) == ["  return 0;  // TODO(day00): the answer\n"]
 
 
-@pytest.mark.parametrize("broken, complaint", [
-    ("// BEGIN SOLUTION\nx\n", "never closed"),
-    ("// END SOLUTION\n", "unexpected 'END SOLUTION'"),
-    ("// BEGIN SOLUTION\n// BEGIN SOLUTION\n", "unexpected 'BEGIN SOLUTION'"),
-    ("// STUB\n", "unexpected 'STUB'"),
-])
-def test_malformed_regions_are_reported_with_their_line(broken, complaint):
-    with pytest.raises(regions.RegionError, match=complaint):
-        regions.template_text(broken, "f.cu")
-
-
 BUGGY = """int g(int n) {
   int total = 0;
   // BEGIN BUG stops_early
@@ -56,15 +45,26 @@ def test_a_planted_bug_is_in_the_template_and_fixed_in_the_solution():
     assert regions.planted_bugs(BUGGY) == {"stops_early": ("  for (int i = 0; i < n; ++i) total += i;\n",
                                                           "  for (int i = 0; i < n - 1; ++i) total += i;\n")}
     assert regions.stubs(BUGGY) == [] and regions.solution_lines(BUGGY) == 0
+    assert regions.bugged_text(BUGGY) == template  # no TODO here: the starter is the solution, bugged
 
 
 @pytest.mark.parametrize("broken, complaint", [
+    ("// BEGIN SOLUTION\nx\n", "never closed"),
+    ("// END SOLUTION\n", "unexpected 'END SOLUTION'"),
+    ("// BEGIN SOLUTION\n// BEGIN SOLUTION\n", "unexpected 'BEGIN SOLUTION'"),
+    ("// STUB\n", "unexpected 'STUB'"),
     ("// BEGIN BUG\nx\n// PLANTED\ny\n// END BUG\n", "names its bug"),
     ("// BEGIN BUG a\nx\n// END BUG\n", "unexpected 'END BUG'"),
     ("// BEGIN BUG a\nx\n// PLANTED\ny\n", "never closed"),
     ("// BEGIN SOLUTION a\nx\n// END SOLUTION\n", "only BEGIN BUG takes a name"),
-    ("// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n", "planted twice"),
 ])
-def test_malformed_bug_regions_are_reported(broken, complaint):
-    with pytest.raises(regions.RegionError, match=complaint):
-        regions.planted_bugs(broken, "f.cu")
+def test_malformed_regions_are_reported_with_their_line(broken, complaint):
+    for render in (regions.template_text, regions.planted_bugs):
+        with pytest.raises(regions.RegionError, match=complaint):
+            render(broken, "f.cu")
+
+
+def test_a_bug_planted_twice_is_reported():
+    twice = "// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n" * 2
+    with pytest.raises(regions.RegionError, match="planted twice"):
+        regions.planted_bugs(twice, "f.cu")

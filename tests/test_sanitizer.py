@@ -7,6 +7,7 @@ from autograder import mutants, report
 from autograder.grade import grade
 from conftest import HAS_GPU
 from course.authoring import units
+from course.lab import TESTS
 from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
 
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
@@ -18,8 +19,8 @@ needs_sanitizer = pytest.mark.skipif(not HAS_GPU or find_sanitizer() is None,
 
 @pytest.mark.parametrize("unit, bug", PLANTED, ids=lambda p: getattr(p, "name", ""))
 def test_planted_bug_applies_and_names_a_tool(unit, bug, tmp_path):
-    assert bug.found_by in (*TOOLS, "tests"), f"{bug.name}: found_by must be one of {TOOLS} or 'tests'"
-    assert (bug.found_by == "tests") == bool(bug.loses), f"{bug.name}: a bug the tests find says which they lose"
+    assert bug.found_by in (*TOOLS, TESTS), f"{bug.name}: found_by must be one of {TOOLS} or {TESTS!r}"
+    assert (bug.found_by == TESTS) == bool(bug.loses), f"{bug.name}: a bug the tests find says which they lose"
     mutants.write(unit, bug, str(tmp_path))  # raises where the reference no longer has its edit
 
 

@@ -15,6 +15,7 @@ from course.loading import build_and_load
 from course.harness import _to_device
 from course.ops import call
 from course.public import run_case
+from course.sanitize import SANITIZER
 from helpers import load_spec
 
 pytestmark = pytest.mark.gpu
@@ -45,7 +46,7 @@ def turing_build(name: str, root: str):
 def _gpu_cases():
     for unit in UNITS:
         for case in load_spec(unit.name).CASES:
-            if case.device == "cuda" and case.kind not in ("perf", "sanitizer"):  # timings, tools: not what this tests
+            if case.device == "cuda" and case.kind not in ("perf", SANITIZER):  # timings, tools: not what this tests
                 # one worker builds each unit (under pytest-xdist's --dist loadgroup)
                 yield pytest.param(unit, case, id=f"{unit.name}:{case.name}",
                                    marks=[getattr(pytest.mark, unit.day), pytest.mark.xdist_group(unit.name)])

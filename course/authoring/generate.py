@@ -91,13 +91,14 @@ def _bug_cell(unit: Unit, name: str, solved: bool) -> str:
     """A lab's cell that looks for one of the starter's bugs with its tool: in the student's
     notebook on their own code, in the instructor's on the solution with that bug planted."""
     from autograder import mutants
+    from course.lab import TESTS
 
     bug = mutants.load_planted(unit).get(name)
     if bug is None or name not in unit.planted_regions():
         raise ValueError(f"{unit.name}/lesson.md: bug {name!r} is not a BUG region listed in planted_bugs.toml")
     files = ", ".join(repr(f) for f in unit.files)
     arguments = [repr(unit.name), f"[{files}]", repr(bug.found_by)]
-    if bug.found_by == "tests":
+    if bug.found_by == TESTS:
         public = [case.name for case in unit.tests(hidden=False).CASES]
         lost = bug.expected_losses(public)
         arguments.append(f"cases={[case for case in public if case in lost]!r}")

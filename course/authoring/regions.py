@@ -76,6 +76,11 @@ def template_text(text: str, path: str = "<text>") -> str:
     return _render(text, path, {"plain", "stub", "planted"})
 
 
+def bugged_text(text: str, path: str = "<text>") -> str:
+    """The reference with its bugs planted: what the starter would be with every TODO written."""
+    return _render(text, path, {"plain", "solution", "planted"})
+
+
 def solution_lines(text: str, path: str = "<text>") -> int:
     """Lines of code the solution regions hold (blank lines and comment-only lines left out):
     what a student writes."""
