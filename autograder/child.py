@@ -4,7 +4,8 @@
 
 GROUP_DIR/request.json says which suite to import, what to load and which cases to run
 (autograder/runner.py names the files). With no build in the request, the child loads no
-student code and times torch's own op for perf cases (the baseline).
+student code: it times torch's own op for perf cases, and the course's reference solution
+when the request names its build (autograder/reference.py).
 """
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ def main(folder: str) -> int:
     module = None  # the baseline run: torch's own ops, timed where no student code was loaded
     if request["built"] is not None:
         module = load(Plan.from_json(request["plan"]), Built(**request["built"]), request["source_dir"])
+    reference = None
+    if request.get("reference"):
+        entry = request["reference"]
+        reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
 
     for index, name in request["cases"]:
@@ -58,7 +63,7 @@ def main(folder: str) -> int:
         open(files.started(index), "w").close()
         input_sets = torch.load(files.inputs(index), weights_only=False)
         try:
-            result = execute(spec, module, case, input_sets)
+            result = execute(spec, module, case, input_sets, reference)
         except Exception as error:  # noqa: BLE001 - the op failed on valid input: a verdict
             lines = traceback.format_exception_only(type(error), error)
             result = {"exception": "".join(lines).strip()[:2000]}

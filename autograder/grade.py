@@ -2,9 +2,10 @@
 in a child, runs each group of cases in fresh children (autograder/runner.py), and judges
 here.
 
-Perf groups run last, after the cases they need: first torch's own op is timed in a
-child that never loads the student's build (its time cannot be tampered with), then the
-student's op in another, on the same inputs; the verdict is taken here."""
+Perf groups run last, after the cases they need: first the course's reference solution
+(autograder/reference.py) and torch's own op are timed in a child that never loads the
+student's build (their times cannot be tampered with), then the student's op in another, on
+the same inputs; the verdict, the reference's time over the student's, is taken here."""
 from __future__ import annotations
 
 import fnmatch
@@ -22,6 +23,7 @@ from autograder.build_log import BUILD_LOG, public_roots, student_errors
 from autograder.deadline import Deadline
 from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
+from autograder.reference import reference
 from autograder.runner import GroupRunner
 from autograder.sanitized import sanitized_verdicts
 from autograder.sandbox import Limits, Sandbox, python_command
@@ -148,7 +150,8 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
         return Verdict(False, outcome)
     problem = result_problem(spec, case, input_sets, outcome)
     if not problem and case.kind == "perf" and isinstance(baseline, dict):
-        problem = timing_problem(baseline) and f"torch's own timing run returned {timing_problem(baseline)}"
+        why = timing_problem(baseline) or timing_problem(baseline, "reference_timing")
+        problem = why and f"the run timing torch's op and the reference returned {why}"
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}")
     try:
@@ -209,9 +212,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     student = {**suite, "plan": unit.plan().to_json(), "built": built and asdict(built), "source_dir": source_dir}
     runner = GroupRunner(student, sandbox, work, env, deadline, prefix="run_", shared=(build_box,),
                          case_timeout=case_timeout)
-    # No build: these children load no student code; they time torch's own op.
-    baseline_runner = GroupRunner({**suite, "built": None}, sandbox, work, env, deadline, prefix="baseline_",
-                                  case_timeout=case_timeout)
+    baselines = _Baselines(unit, suite, sandbox, work, env, deadline, case_timeout)
     # Read from the build's files here, as data: the child's profile names the kernels that ran.
     own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
     verdicts: dict[int, Verdict] = {}
@@ -244,13 +245,15 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
         timed = [(index, case) for index, case in ready if case.kind == "perf"]
-        baselines = baseline_runner.run(group, device, timed, input_sets) if timed else {}
+        timings = baselines.run(group, device, timed, input_sets) if timed else {}
         outcomes = runner.run(group, device, ready, input_sets)
         for index, case in ready:
-            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index),
+            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], timings.get(index),
                                        own_kernels)
     result.timings["tests_s"] = time.perf_counter() - tests_start
-    spawn_seconds = runner.spawn_seconds + baseline_runner.spawn_seconds
+    spawn_seconds = runner.spawn_seconds + baselines.spawn_seconds
+    if baselines.build_s is not None:
+        result.timings["reference_build_s"] = baselines.build_s
     result.timings["children"] = float(len(spawn_seconds))
     result.timings["child_start_s"] = sum(spawn_seconds)
 
@@ -271,6 +274,39 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
+
+
+class _Baselines:
+    """The perf groups' baseline runs: torch's op and the reference, in children that load no
+    student code. The reference is fetched from its cache (or built) at the first perf group."""
+
+    def __init__(self, unit: Unit, suite: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
+                 case_timeout: float | None):
+        self.unit, self.suite, self.sandbox, self.work, self.env = unit, suite, sandbox, work, env
+        self.deadline, self.case_timeout = deadline, case_timeout
+        self.spawn_seconds: list[float] = []
+        self.build_s: float | None = None
+        self._reference = None  # the Reference, or why there is none
+
+    def run(self, group: str, device: str, cases: list[tuple[int, Case]],
+            inputs: dict[int, list[dict]]) -> dict[int, dict | str]:
+        if self._reference is None:
+            start = time.perf_counter()
+            try:
+                self._reference = reference(self.unit, self.env, timeout=min(BUILD_TIMEOUT, self.deadline.left()))
+            except BuildError as error:
+                self._reference = f"the reference solution did not build here: {error.summary}"
+            self.build_s = time.perf_counter() - start
+        if isinstance(self._reference, str):
+            return {index: self._reference for index, _ in cases}
+        # A fresh copy per group, made after the student's last child was stopped.
+        box, load = self._reference.copy_into(self.sandbox.folder(self.work, "reference_"))
+        self.sandbox.give(box)
+        runner = GroupRunner({**self.suite, "built": None, "reference": load}, self.sandbox, self.work, self.env,
+                             self.deadline, prefix="baseline_", shared=(box,), case_timeout=self.case_timeout)
+        outcomes = runner.run(group, device, cases, inputs)
+        self.spawn_seconds += runner.spawn_seconds
+        return outcomes
 
 
 def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: dict,

@@ -47,10 +47,10 @@ def _outputs_problem(spec, input_sets: list[dict], outputs) -> str:
     return ""
 
 
-def timing_problem(result) -> str:
-    timing = result.get("timing") if isinstance(result, dict) else None
+def timing_problem(result, key: str = "timing") -> str:
+    timing = result.get(key) if isinstance(result, dict) else None
     if not isinstance(timing, dict):
-        return "no timing"
+        return f"no {key.replace('_', ' ')}"
     for key in TIMING_KEYS:
         value = timing.get(key)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):

@@ -6,10 +6,14 @@ the public cases in-process; the autograder runs all of them, the op in a child
 process and the judging in the parent. Both use the same code, so public and
 hidden tests never disagree on what is correct.
 
-A "perf" case times the op against torch's own (the spec's `baseline`) and earns
-points by the ratio torch time / student time: full points from params["full_at"]
-up, none at params["zero_at"] and below, linear in between; only if the outputs of
-the timed calls are right. Its `needs` name cases that must pass before it is timed.
+A "perf" case times the op against the unit's reference solution (the autograder times
+it in the same grading, autograder/reference.py) and earns points by the ratio reference
+time / student time: full points from params["full_at"] up, none at params["zero_at"] and
+below, linear in between; only if the outputs of the timed calls are right. torch's own op
+(the spec's `baseline`) is timed too, for the report; where the reference is not at hand (a
+notebook), it stands in, its speed divided by params["reference_vs_torch"], the reference's
+speed against torch where that was measured. Its `needs` name cases that must pass before
+it is timed.
 """
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+
+# A perf case's thresholds, as shares of the reference's speed: within a tenth of the fastest
+# kernel the course could write earns full points; a case may set its own zero_at.
+FULL_AT, ZERO_AT = 0.9, 0.45
 
 # Extra checks a values case can ask for (the harness does the work):
 POISON = "poison"              # outputs' memory is pre-filled with NaN: every element must be written

@@ -107,31 +107,45 @@ def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str]
     return sorted(ops), sorted(kernels)
 
 
-def _time(spec, ext, case: Case, input_sets: list[dict]) -> dict:
-    """Time the op over the rotating input sets. With ext None, time torch's own op
-    (spec.baseline) instead: that run loads no student code and returns only its timing."""
-    arg_sets = [(_to_device(spec, case, inputs),) for inputs in input_sets]
-    op = spec.baseline if ext is None else (lambda inputs: call(spec, ext, inputs))
+def _timing(op, arg_sets: list[tuple], device: str):
     global _fill_new_memory
     _fill_new_memory = False
     try:
-        timing = time_op(op, arg_sets, device=case.device)
+        return time_op(op, arg_sets, device=device)
     finally:
         _fill_new_memory = True
-    result = {"timing": {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
-                         "host_bound": timing.host_bound}}
-    if ext is not None:  # what the timed calls returned on set 0, for the judge
-        result["outputs"] = [tuple(t.detach().to("cpu", copy=True) for t in _as_tuple(timing.last_outputs[0]))]
-    return result
 
 
-def execute(spec, ext, case: Case, input_sets: list[dict]) -> dict:
+def _timing_entry(timing) -> dict:
+    return {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
+            "host_bound": timing.host_bound}
+
+
+def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
+    """Time the op over the rotating input sets. With ext None, time torch's own op
+    (spec.baseline) instead, and the course's reference solution when one is given: that
+    run loads no student code and returns only timings."""
+    arg_sets = [(_to_device(spec, case, inputs),) for inputs in input_sets]
+    if ext is None:
+        result = {"timing": _timing_entry(_timing(spec.baseline, arg_sets, case.device))}
+        if reference is not None:
+            timing = _timing(lambda inputs: call(spec, reference, inputs), arg_sets, case.device)
+            result["reference_timing"] = _timing_entry(timing)
+        return result
+    timing = _timing(lambda inputs: call(spec, ext, inputs), arg_sets, case.device)
+    # What the timed calls returned on set 0, for the judge.
+    return {"timing": _timing_entry(timing),
+            "outputs": [tuple(t.detach().to("cpu", copy=True) for t in _as_tuple(timing.last_outputs[0]))]}
+
+
+def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
     """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)};
-    a perf case: {"timing": {"median_ms", "spread", "reps", "host_bound"}, "outputs": [tuple for set 0]}."""
+    a perf case: {"timing": {"median_ms", "spread", "reps", "host_bound"}, "outputs": [tuple for set 0]},
+    or with ext None torch's timing, and the reference's as "reference_timing" when given."""
     device = case.device
     result: dict = {}
     if case.kind == "perf":
-        return _time(spec, ext, case, input_sets)
+        return _time(spec, ext, case, input_sets, reference)
     if case.kind == "error":
         try:
             call(spec, ext, _to_device(spec, case, input_sets[0]))

@@ -33,8 +33,8 @@ def needs_not_met(case: Case, unmet: list[str]) -> Verdict:
 
 
 def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:
-    """The share of a perf case's points for running at `ratio` x torch's speed (torch time /
-    ours): 1 from full_at up, 0 at zero_at and below, linear in between."""
+    """The share of a perf case's points for running at `ratio` x the reference's speed (its
+    time / ours): 1 from full_at up, 0 at zero_at and below, linear in between."""
     if not full_at > zero_at >= 0:
         raise ValueError(f"perf case: need full_at > zero_at >= 0, got {full_at} and {zero_at}")
     return min(1.0, max(0.0, (ratio - zero_at) / (full_at - zero_at)))
@@ -168,44 +168,63 @@ def describe_inputs(inputs: dict) -> str:
     return f"{name} {list(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
 
 
+def _timing(entry: dict) -> Timing:
+    return Timing(**{k: entry[k] for k in ("median_ms", "spread", "reps")}, host_bound=bool(entry.get("host_bound")))
+
+
 def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline) -> Verdict:
-    """Points by speed against torch's own op, timed in a process without student code
-    (`baseline`: its result dict, or why there is none). Wrong outputs earn nothing."""
+    """Points by speed against the course's reference solution, timed in a process without
+    student code (`baseline`: its result dict, or why there is none); torch's time is
+    reported beside it. Where no reference was timed (a notebook's public run: students do not
+    have it), torch's op stands in, its speed divided by the reference's speed against torch
+    where that was measured (params["reference_vs_torch"]): an estimate. Wrong outputs earn nothing."""
     if "exception" in result:
         return Verdict(False, result["exception"], 0.0)
     if not isinstance(baseline, dict) or "timing" not in baseline:
         why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
-        return Verdict(False, f"not run: torch's own op could not be timed here: {why}")
+        return Verdict(False, f"not run: the reference could not be timed here: {why}")
     problems = _values_problems(spec, input_sets[0], result["outputs"][0])
     if problems:
         return Verdict(False, "\n".join(["the output of the timed calls was wrong, so their time earns no points:",
                                          *_with_hint(problems, case)]), 0.0)
-    ours, theirs = (Timing(**{k: r["timing"][k] for k in ("median_ms", "spread", "reps")},
-                           host_bound=bool(r["timing"].get("host_bound")))
-                    for r in (result, baseline))
-    if not 0 < ours.median_ms < float("inf"):  # the division below must mean something
+    ours, torchs = _timing(result["timing"]), _timing(baseline["timing"])
+    reference = _timing(baseline["reference_timing"]) if "reference_timing" in baseline else None
+    if not 0 < ours.median_ms < float("inf"):  # the divisions below must mean something
         return Verdict(False, f"the timed run reported {ours.median_ms} ms, not a time", 0.0)
     full_at, zero_at = case.params["full_at"], case.params["zero_at"]
-    ratio = theirs.median_ms / ours.median_ms
-    fraction = perf_fraction(ratio, full_at, zero_at)
+    torch_ratio = torchs.median_ms / ours.median_ms
     nbytes = spec.bytes_moved(input_sets[0])
+    if reference is not None:
+        ratio = reference.median_ms / ours.median_ms
+        timed = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), the reference "
+                 f"{reference.median_ms:.3f} ms ({reference.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms")
+    else:
+        stand_in = case.params.get("reference_vs_torch", 1.0)
+        ratio = torch_ratio / stand_in
+        timed = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms "
+                 f"({torchs.gbs(nbytes):.0f} GB/s); the reference is not here: estimated as torch's speed "
+                 f"x{stand_in:g} (what it measured where it was last timed)")
+    fraction = perf_fraction(ratio, full_at, zero_at)
     points = round(case.points * fraction, 2)
-    message = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {theirs.median_ms:.3f} ms "
-               f"({theirs.gbs(nbytes):.0f} GB/s) on {describe_inputs(input_sets[0])}: {ratio:.2f}x torch -> "
-               f"{points:g}/{case.points:g} points (full at {full_at:.2f}x, zero at {zero_at:.2f}x)")
+    message = (f"{timed} on {describe_inputs(input_sets[0])}: {ratio:.2f}x the reference, {torch_ratio:.2f}x torch "
+               f"-> {points:g}/{case.points:g} points (full at {full_at:.2f}x the reference, zero at {zero_at:.2f}x)")
     if ours.host_bound:
         message += ("\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
                     "the GPU: look there first")
-    measurements = {"ours_ms": ours.median_ms, "torch_ms": theirs.median_ms, "ours_gbs": ours.gbs(nbytes),
-                    "torch_gbs": theirs.gbs(nbytes), "ratio": ratio, "ours_spread": ours.spread,
-                    "torch_spread": theirs.spread, "bytes": nbytes}
+    measurements = {"ours_ms": ours.median_ms, "torch_ms": torchs.median_ms, "ours_gbs": ours.gbs(nbytes),
+                    "torch_gbs": torchs.gbs(nbytes), "ratio": ratio, "torch_ratio": torch_ratio,
+                    "ours_spread": ours.spread, "torch_spread": torchs.spread, "bytes": nbytes}
+    if reference is not None:
+        measurements.update(reference_ms=reference.median_ms, reference_gbs=reference.gbs(nbytes),
+                            reference_spread=reference.spread)
     # A perf case passes when it earned points: its score says how many.
     return Verdict(fraction > 0, message, fraction, measurements)
 
 
 def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
           own_kernels: frozenset[str] | None = None) -> Verdict:
-    """`baseline`: for a perf case, the result of timing torch's own op on the same inputs.
+    """`baseline`: for a perf case, the result of timing torch's own op and the reference on
+    the same inputs.
     `own_kernels`: the identifiers of the kernels the submission's files define
     (course.kernel_names), for an own-kernel check."""
     if case.kind == "perf":

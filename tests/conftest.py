@@ -1,5 +1,6 @@
 import os
 import shutil
+import tempfile
 
 import pytest
 import torch
@@ -12,6 +13,11 @@ if "TORCH_CUDA_ARCH_LIST" not in os.environ:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "{}.{}".format(*torch.cuda.get_device_capability())
     else:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "7.5"
+
+# The autograder's cache of built reference solutions: one for every run of the suite and
+# every xdist worker (its entries are keyed by the grader's code and the solution files),
+# rather than the grader's default under the home folder.
+os.environ.setdefault("GRADER_REFERENCE_CACHE", os.path.join(tempfile.gettempdir(), "course-test-references"))
 
 HAS_GPU = torch.cuda.is_available()
 GPUS = torch.cuda.device_count() if HAS_GPU else 0

@@ -1,5 +1,6 @@
 """Perf cases and the shared benchmark harness, on the CPU: a toy unit (a row softmax
-written in Python) is graded end to end with a fast, a slow and a wrong submission."""
+written in Python) is graded end to end with a fast, a slow and a wrong submission, each
+timed against the toy's reference solution."""
 import dataclasses
 import json
 import sys
@@ -50,7 +51,7 @@ OPS = {"row_softmax": Op(call=lambda ext, inputs: ext.row_softmax(inputs["x"]),
                          reference=lambda inputs: (torch.softmax(inputs["x"].double(), dim=1),), outputs=("y",),
                          dtypes=lambda inputs: (inputs["x"].dtype,), tolerance=lambda inputs: (1e-6, 1e-5))}
 
-# The baseline sleeps 20 ms, the slow submission 200 ms and the fast one not at all (softmax
+# The baseline and the reference sleep 20 ms, the slow submission 200 ms and the fast one not at all (softmax
 # itself takes under 1 ms): the fast one measured 74x and the slow one 0.1x, each far from its
 # threshold however much a loaded CI core slows softmax (against itself it once read 0.22x).
 PERF = dict(shape=(256, 2048), full_at=1.0, zero_at=0.5)
@@ -60,6 +61,10 @@ CASES = [
     Case("cpu_perf_unchecked", "cpu_perf", "cpu", 5.0, PERF, kind="perf"),
 ]
 '''
+
+# The toy's reference solution, which the grader times beside each submission: as slow as the
+# baseline, so the thresholds read as before against either.
+REFERENCE = "import time\nimport torch\n\nopen('reference_imported', 'w').close()\n\ndef row_softmax(x):\n    time.sleep(0.02)\n    return torch.softmax(x, dim=1)\n"
 
 SUBMISSIONS = {
     # Also leaves a file where it was imported (its child's folder, the only one it may
@@ -80,13 +85,14 @@ def toy(tmp_path_factory):
     (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
     (folder / "public_tests.py").write_text(TOY_SPEC)
     (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
+    (folder / "row_softmax.py").write_text(REFERENCE)
     return units.load("perf_toy", str(root)), root
 
 
 @pytest.fixture(scope="module")
 def graded(toy):
-    """graded(kind) -> (Grade, results.json as a dict, the folders of the children that imported the
-    submission)."""
+    """graded(kind) -> (Grade, results.json as a dict, {"submission": the folders of the children
+    that imported the submission, "reference": those that imported the reference})."""
     unit, root = toy
     done = {}
 
@@ -102,7 +108,8 @@ def graded(toy):
             path = report.write(result, str(root / f"{kind}.out"))
             with open(path) as handle:
                 data = json.load(handle)
-            imports = [p.parent.name for p in (root / f"{kind}.work").glob("grade_*/*/imported")]
+            imports = {who: [p.parent.name for p in (root / f"{kind}.work").glob(f"grade_*/*/{marker}")]
+                       for who, marker in (("submission", "imported"), ("reference", "reference_imported"))}
             done[kind] = result, data, imports
         return done[kind]
 
@@ -135,14 +142,17 @@ def test_fast_submission_gets_full_points(graded):
     for name in ("cpu_perf", "cpu_perf_unchecked"):
         test = _test(data, name)
         assert test["score"] == 5 and test["status"] == "passed", test["output"]
-        assert "x torch -> 5/5 points (full at 1.00x, zero at 0.50x)" in test["output"]
+        assert "x torch -> 5/5 points (full at 1.00x the reference, zero at 0.50x)" in test["output"]
         assert "on x [256, 2048] float32" in test["output"]
         timing = data["extra_data"]["perf"][name]
-        assert timing["ratio"] == pytest.approx(timing["torch_ms"] / timing["ours_ms"])
-        assert timing["ours_gbs"] > 0 and timing["torch_gbs"] > 0
+        assert timing["ratio"] == pytest.approx(timing["reference_ms"] / timing["ours_ms"])
+        assert timing["torch_ratio"] == pytest.approx(timing["torch_ms"] / timing["ours_ms"])
+        assert timing["reference_ms"] >= 20 and timing["ours_gbs"] > 0 and timing["torch_gbs"] > 0
     assert data["score"] == 12  # with the build and the values case
-    # The student's code ran in its own children, never in those that timed torch's op.
-    assert imports and all(folder.startswith("run_") for folder in imports), imports
+    # The student's code ran in its own children, never in those that timed torch's op and the
+    # reference; the reference ran in those, never beside the student's code.
+    assert imports["submission"] and all(f.startswith("run_") for f in imports["submission"]), imports
+    assert imports["reference"] and all(f.startswith("baseline_") for f in imports["reference"]), imports
 
 
 def test_slow_submission_gets_no_points(graded):

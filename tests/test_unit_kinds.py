@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from autograder import mutants, report
-from autograder.grade import grade
+from autograder import mutants, reference, report
+from autograder.grade import child_env, grade
 from course.authoring import generate, units
 from course.authoring.run_notebook import outputs_text, run
 import toy_course
@@ -123,3 +123,45 @@ def test_torch_ops_unit_rebuilds_three_times_in_one_process(build, course, tmp_p
     lines = [line.split(" ", 1) for line in result.stdout.splitlines()]
     assert [(factor, values.rsplit(" ", 1)[0]) for factor, values in lines] == [
         ("3", "[3.0, 3.0, 3.0]"), ("5", "[5.0, 5.0, 5.0]"), ("7", "[7.0, 7.0, 7.0]")], result.stdout
+
+
+@pytest.mark.parametrize("name", list(TOYS))
+def test_reference_is_built_once_and_runs_from_each_copy(name, course, tmp_path, monkeypatch):
+    """The perf cases' reference: built into the cache once, found there again, and loadable
+    (the op called) from a copy in another folder, as a baseline child loads it."""
+    monkeypatch.setenv(reference.CACHE_ENV, str(tmp_path / "cache"))
+    unit = units.load(name, course)
+    env = child_env(None)
+    first = reference.reference(unit, env)
+    stamp = os.stat(os.path.join(first.folder, "reference.json")).st_mtime_ns
+    again = reference.reference(unit, env)
+    assert again == first and os.stat(os.path.join(again.folder, "reference.json")).st_mtime_ns == stamp
+    assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == [os.path.basename(first.folder)]
+    (tmp_path / "copy").mkdir()
+    box, load = first.copy_into(str(tmp_path / "copy"))
+    assert box.startswith(str(tmp_path / "copy"))
+    script = ("import json, sys, torch\nfrom course.build import Built, Plan\nfrom course.loading import load\n"
+              "from course.ops import call\nfrom course.suites import import_suite\n"
+              "entry = json.loads(sys.argv[1])\n"
+              "op = load(Plan.from_json(entry['plan']), Built(**entry['built']), entry['source_dir'])\n"
+              "spec = import_suite(sys.argv[2], sys.argv[3], hidden=True)\n"
+              f"x = torch.arange(3, dtype=torch.{TOYS[name]['dtype']})\n"
+              "print(call(spec, op, {'x': x}).tolist())\n")
+    run = subprocess.run([sys.executable, "-c", script, json.dumps(load), unit.solutions, name],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    assert run.returncode == 0 and run.stdout.split() == ["[0.0,", "2.0,", "4.0]"], run.stderr[-2000:]
+
+
+def test_reference_cache_key_follows_the_solution_and_the_architectures(course):
+    unit = units.load("toy01_jit", course)
+    env = child_env(None)
+    key = reference.cache_key(unit, env)
+    assert reference.cache_key(unit, {**env, "TORCH_CUDA_ARCH_LIST": "9.0"}) != key
+    path = os.path.join(course, "solutions", "toy01_jit", "scale.cpp")
+    with open(path) as handle:
+        text = handle.read()
+    try:
+        toy_course.write(path, text + "\n// an edit\n")
+        assert reference.cache_key(unit, env) != key
+    finally:
+        toy_course.write(path, text)

@@ -60,9 +60,10 @@ CASES = [
     # third reads come from memory: version 4's lesson), 1.75x at D = 768, 29x at D = 7.
     # Version 1 renamed measured 0.73x, 1.03x and 29x: D = 768 is where a block per row shows,
     # so full points there sit well above it.
-    _perf("bf16_d4096", (8192, 4096), torch.bfloat16, full_at=0.6, zero_at=0.3),
-    _perf("fp16_d768", (32768, 768), torch.float16, full_at=1.3, zero_at=0.65),
-    _perf("fp32_d7", (1 << 20, 7), torch.float32, points=1.0, full_at=8.0, zero_at=2.0),
+    _perf("bf16_d4096", (8192, 4096), torch.bfloat16),
+    _perf("fp16_d768", (32768, 768), torch.float16),
+    # Rows of 7: a warp per row leaves most lanes idle; the points fall off over a wider range.
+    _perf("fp32_d7", (1 << 20, 7), torch.float32, points=1.0, zero_at=0.225),
     # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
     *sanitizer_cases(),
 ]

@@ -1,6 +1,7 @@
 """The cases only the autograder runs: day04's edge catalogue through the operators, every
 dtype on the GPU, the package's contract (opcheck, compile, state_dict, memory), and perf
 through autograd in every dtype."""
+from course.cases import FULL_AT, ZERO_AT
 from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403
@@ -10,10 +11,10 @@ from .public_tests import HINTS, PERF_NEEDS, PERF_SHAPE, _case, _error
 FP16, BF16, FP32, FP64 = torch.float16, torch.bfloat16, torch.float32, torch.float64  # noqa: F405
 
 
-def _perf(dtype, shape, full_at=1.0, zero_at=0.5):
+def _perf(dtype, shape):
     short = {FP16: "fp16", BF16: "bf16", FP32: "fp32"}[dtype]
     return Case(f"cuda_perf_autograd_{short}_{shape[0]}x{shape[1]}", "cuda_perf", "cuda", 1.0,  # noqa: F405
-                dict(op="perf", dtype=dtype, shape=shape, full_at=full_at, zero_at=zero_at), kind="perf",
+                dict(op="perf", dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=ZERO_AT), kind="perf",
                 timeout=120.0, needs=PERF_NEEDS)
 
 
@@ -67,7 +68,7 @@ CASES = [
     _error("cpu_error_bias_shape", ("bias",), beta=lambda b: b[:-1]),
     _error("cpu_error_x_0d", ("x",), x=lambda x: x[0, 0]),
     _error("cuda_error_weight_on_cpu", ("weight",), device="cuda", gamma=lambda g: g.cpu()),
-    *[_perf(dtype, PERF_SHAPE, full_at=0.9, zero_at=0.45) for dtype in (FP16, BF16)],
+    *[_perf(dtype, PERF_SHAPE) for dtype in (FP16, BF16)],
     # compute-sanitizer over the small GPU cases, where the grader has it; torch.compile, opcheck
     # and the thousand-call memory test run no kernel of the package's that the others do not
     *sanitizer_cases(skip=("cuda_compiled_*", "cuda_opcheck_*", "cuda_memory")),

@@ -25,7 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.cases import INPUTS_UNCHANGED, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, flag, gradients
 
@@ -344,7 +344,7 @@ CASES = [
     _case("compiled_block", "cuda", "compiled", (64, 256), checks=(), group="package"),
     _error("cpu_error_weight_shape", ("weight",), gamma=lambda g: g[:-1]),
     Case("cuda_perf_autograd_fp32", "cuda_perf", "cuda", 2.0,
-         dict(op="perf", dtype=torch.float32, shape=PERF_SHAPE, full_at=1.0, zero_at=0.5),
+         dict(op="perf", dtype=torch.float32, shape=PERF_SHAPE, full_at=FULL_AT, zero_at=ZERO_AT),
          kind="perf", timeout=120.0, needs=PERF_NEEDS,
          hint="time forward and backward apart (bench/): is one of them slow, or the host time between them?"),
 ]

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from course.cases import INPUTS_UNCHANGED, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like
 
@@ -147,9 +147,6 @@ def _error(name, words, op="add", **bad):
 
 
 NEEDS = {"add": ("cuda_add_*",), "softmax": ("cuda_softmax_*",)}
-# Both ops only move memory: the bytes set the time, and torch's kernels for them are near
-# the copy ceiling. Full points at its speed, none at half of it.
-FULL_AT, ZERO_AT = 0.95, 0.5
 ADD_PERF_SHAPE = (1 << 26,)          # 256 MB of fp32 per tensor
 SOFTMAX_PERF_SHAPE = (16384, 4096)   # 256 MB of fp32
 

@@ -90,10 +90,10 @@ CASES = [
           weight=lambda w: w.new_zeros(4099)),
     case("quant", "triton", FP32, (4, 12289), "long_tail", hint=HINTS["tail"]),
     # ---- timed ----
-    perf("perf_quant", "cuda", FP16, QUANT_PERF_SHAPE, 4.0, 1.0, hint=QUANT_PERF_HINT),
-    perf("perf_autograd", "cuda", BF16, AUTOGRAD_PERF_SHAPE, 1.0, 0.5,
+    perf("perf_quant", "cuda", FP16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT),
+    perf("perf_autograd", "cuda", BF16, AUTOGRAD_PERF_SHAPE,
          hint="time forward and backward apart: is either below the copy ceiling's pace?"),
-    perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE, 1.0, 0.5,
+    perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE,
          hint="time forward and backward apart: is either below the copy ceiling's pace?"),
     # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
     *sanitizer_cases(),
