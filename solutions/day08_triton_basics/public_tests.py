@@ -151,9 +151,9 @@ ADD_PERF_SHAPE = (1 << 26,)          # 256 MB of fp32 per tensor
 SOFTMAX_PERF_SHAPE = (16384, 4096)   # 256 MB of fp32
 
 
-def _perf(op, dtype, shape, points=2.0):
+def _perf(op, dtype, shape, points=2.0, **params):
     return Case(f"cuda_perf_{op}_{SHORT[dtype]}", f"cuda_perf_{op}", "cuda", points,
-                dict(op=op, dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=ZERO_AT), kind="perf",
+                dict(op=op, dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=ZERO_AT, **params), kind="perf",
                 timeout=120.0, needs=NEEDS[op],
                 hint="is BLOCK_SIZE large enough (1024 or more) and the row held in one program where it fits?")
 
@@ -169,6 +169,7 @@ CASES = [
     _case("softmax", torch.float32, (8, 1000), "huge", scale=300.0, hint=HINTS["huge"]),
     _error("cuda_error_add_shape", ("y", "shape"), y=lambda y: y[:, :-1]),
     _error("cuda_error_softmax_on_cpu", ("x", "CUDA"), op="softmax", x=lambda x: x.cpu()),
-    _perf("add", torch.float32, ADD_PERF_SHAPE),
-    _perf("softmax", torch.float32, SOFTMAX_PERF_SHAPE),
+    # reference_vs_torch: the notebook's estimate (course/cases.py), from docs/performance.md
+    _perf("add", torch.float32, ADD_PERF_SHAPE, reference_vs_torch=1.0),
+    _perf("softmax", torch.float32, SOFTMAX_PERF_SHAPE, reference_vs_torch=1.27),
 ]
