@@ -289,3 +289,14 @@ def test_host_bound_call_is_charged_the_host_time():
     assert timing.host_bound and timing.median_ms >= 5.0, timing
     table = bench.format_table([bench.Row("slow host", 1 << 20, timing, timing)])
     assert "*" in table.splitlines()[2] and "host-bound" in table.splitlines()[-1]
+
+
+def test_every_public_perf_case_says_how_fast_the_reference_ran():
+    """The notebook has no reference: its perf verdict is an estimate from torch's time, scaled
+    by the reference's speed against torch measured on a GPU. A public case without that
+    number would estimate against torch itself, unscaled."""
+    for unit in units.all_units():
+        for case in unit.tests(hidden=False).CASES:
+            if case.kind == "perf":
+                assert case.params.get("reference_vs_torch", 0) > 0, f"{unit.name}: {case.name}"
+                assert case.params["full_at"] > case.params["zero_at"] >= 0, f"{unit.name}: {case.name}"

@@ -1,11 +1,18 @@
 """day09 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
+import dataclasses
+
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED
 from course.sanitize import sanitizer_cases
 
 from .public_tests import *  # noqa: F403 - the ops, their inputs and the public cases
 from .public_tests import (AUTOGRAD_PERF_SHAPE, BF16, CASES as PUBLIC_CASES, FP16, FP32, FP64, HINTS,
                            QUANT_PERF_HINT, QUANT_PERF_SHAPE, case, compiled, error, opcheck, perf)
+
+
+def _thresholds(case, **params):
+    """`case` with thresholds of its own."""
+    return dataclasses.replace(case, params={**case.params, **params})
 
 
 def _gpu_cases(backend):
@@ -93,8 +100,11 @@ CASES = [
     perf("perf_quant", "cuda", FP16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT),
     perf("perf_autograd", "cuda", BF16, AUTOGRAD_PERF_SHAPE,
          hint="time forward and backward apart: is either below the copy ceiling's pace?"),
-    perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE,
-         hint="time forward and backward apart: is either below the copy ceiling's pace?"),
+    # Host-bound (Python autograd's hand-off between the Triton steps): its time varies from one
+    # process to the next by more than the tenth FULL_AT allows, the reference's against itself too.
+    _thresholds(perf("perf_autograd", "triton", BF16, AUTOGRAD_PERF_SHAPE,
+                     hint="time forward and backward apart: is either below the copy ceiling's pace?"),
+                full_at=0.8, zero_at=0.4),
     # compute-sanitizer (memcheck, racecheck) over the small GPU cases, where the grader has it
     *sanitizer_cases(),
 ]
