@@ -3,6 +3,7 @@ written in Python) is graded end to end with a fast, a slow and a wrong submissi
 timed against the toy's reference solution."""
 import dataclasses
 import json
+import os
 import sys
 import time
 import types
@@ -300,3 +301,47 @@ def test_every_public_perf_case_says_how_fast_the_reference_ran():
             if case.kind == "perf":
                 assert case.params.get("reference_vs_torch", 0) > 0, f"{unit.name}: {case.name}"
                 assert case.params["full_at"] > case.params["zero_at"] >= 0, f"{unit.name}: {case.name}"
+
+
+def test_a_reference_that_cannot_run_leaves_the_perf_cases_not_run(tmp_path):
+    """A reference that fails in its child (here: at import) costs the perf cases, reported as
+    not run with the reason, and nothing else of the grading."""
+    folder = tmp_path / "solutions" / "perf_toy_broken"
+    folder.mkdir(parents=True)
+    (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
+    (folder / "public_tests.py").write_text(TOY_SPEC)
+    (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
+    (folder / "row_softmax.py").write_text("raise RuntimeError('the reference is broken')\n")
+    unit = units.load("perf_toy_broken", str(tmp_path))
+    submission = tmp_path / "fast"
+    submission.mkdir()
+    (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
+    result = grade(str(submission), unit, seed=3, work=str(tmp_path / "work"), has_gpu=False)
+    by_name = {t.name: t for t in result.tests}
+    assert by_name["build"].passed and by_name["cpu_values"].passed, report.table(result)
+    for name in ("cpu_perf", "cpu_perf_unchecked"):
+        test = by_name[name]
+        assert test.not_run and not test.passed, test.output
+        assert test.output.startswith("not run: the reference could not be timed here")
+        assert "the reference is broken" in test.output, test.output
+
+
+def test_gradings_side_by_side_build_the_reference_once(toy, tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autograder import reference as reference_module
+    from course.build import Built
+
+    monkeypatch.setenv(reference_module.CACHE_ENV, str(tmp_path / "cache"))
+    builds = []
+
+    def slow_build(plan, source_dir, build_dir, **options):
+        builds.append(plan.name)
+        time.sleep(0.5)  # long enough for the other grading to arrive while this one builds
+        return Built()
+
+    monkeypatch.setattr(reference_module, "build_in_subprocess", slow_build)
+    with ThreadPoolExecutor(2) as pool:
+        found = list(pool.map(lambda _: reference_module.reference(toy[0], {}), range(2)))
+    assert builds == ["perf_toy"] and found[0] == found[1]
+    assert (tmp_path / "cache" / os.path.basename(found[0].folder) / "src" / "row_softmax.py").exists()
