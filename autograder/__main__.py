@@ -1,5 +1,5 @@
 """python -m autograder grade SUBMISSION --unit UNIT [--out DIR] [--seed N] [--sandbox MODE] [--tests PATTERN ...]
-python -m autograder reference [--unit UNIT ...] [--out DIR] [--sandbox MODE]
+python -m autograder reference [--unit UNIT ...] [--out DIR] [--sandbox MODE] [--tests PATTERN ...]
 python -m autograder {release,gradescope,grade-all,slurm,merge} ...  (running a class: README, Instructors)
 
 `grade` grades a notebook, folder or zip; `reference` grades the course's own
@@ -37,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
     grade_parser.add_argument("--out", default="results", help="folder for results.json")
     grade_parser.add_argument("--seed", type=int, help="input seed (secret and random when not given)")
-    grade_parser.add_argument("--tests", action="append", default=[], metavar="PATTERN",
-                              help="grade only the tests matching this fnmatch pattern (repeatable)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
     for sub in (grade_parser, reference_parser):
+        sub.add_argument("--tests", action="append", default=[], metavar="PATTERN",
+                         help="grade only the tests matching this fnmatch pattern (repeatable)")
         sub.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
         sub.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for the whole grading")
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
@@ -52,14 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     if args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
-    options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work)
+    options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests))
 
     try:
         if args.command == "grade":
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
-            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
-                              tests=tuple(args.tests), **options)
+            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed, **options)
             return 0
         ok = True
         for unit in units.all_units():
