@@ -32,27 +32,12 @@ from dataclasses import dataclass
 
 from autograder import gradebook
 from autograder.collect import Submission
-from autograder.gradescope import source_folders
+from autograder.version import grader_version
 from course.authoring.units import Unit
 from course.cases import needed
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
 GRACE_S = 300                # past the grading's own time limit, before its process is killed
-
-
-def grader_version(unit: Unit) -> str:
-    """A hash of every file that decides a grade: the grader, the runtime, the unit's suites
-    and reference, and the units it takes files from."""
-    digest = hashlib.sha256()
-    for folder in source_folders(unit):
-        for root, folders, names in sorted(os.walk(os.path.join(unit.repo, folder))):
-            folders[:] = sorted(f for f in folders if f != "__pycache__")
-            for name in sorted(n for n in names if not n.endswith(".pyc")):
-                path = os.path.join(root, name)
-                digest.update(os.path.relpath(path, unit.repo).encode() + b"\0")
-                with open(path, "rb") as handle:
-                    digest.update(handle.read())
-    return digest.hexdigest()[:16]
 
 
 def content_hash(path: str) -> str:

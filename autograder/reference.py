@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import glob
 import hashlib
 import json
 import os
@@ -23,12 +22,12 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from autograder.version import grader_version
 from course.authoring.units import Unit
 from course.build import Built, build_in_subprocess
 
 CACHE_ENV = "GRADER_REFERENCE_CACHE"
 BUILD_TIMEOUT = 900
-_GRADER_CODE = ("course/*.py", "autograder/*.py")  # a change to any of these is a new grader version
 
 
 def cache_root() -> str:
@@ -36,25 +35,12 @@ def cache_root() -> str:
                                                       "references")
 
 
-def grader_version() -> str:
-    """A digest of the grader's own code: the build helper, the loader, the harness."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256()
-    for pattern in _GRADER_CODE:
-        for path in sorted(glob.glob(os.path.join(root, pattern))):
-            digest.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as handle:
-                digest.update(handle.read() + b"\0")
-    return digest.hexdigest()[:16]
-
-
 def cache_key(unit: Unit, env: dict) -> str:
-    """What the reference's build depends on: the grader, the unit's solution files, torch,
-    Python and the architectures compiled for."""
+    """What the reference's build depends on: the grader's version for the unit (its code and
+    the unit's files, autograder/version.py), torch, Python and the architectures compiled for."""
     digest = hashlib.sha256()
-    parts = [grader_version(), unit.name, unit.build, unit.load, torch.__version__, str(torch.version.cuda),
-             sys.version, env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", "")]
-    parts += [f"{file}\0{unit.solution(file)}" for file in unit.files]
+    parts = [grader_version(unit), unit.name, torch.__version__, str(torch.version.cuda), sys.version,
+             env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", "")]
     for part in parts:
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:20]
