@@ -345,3 +345,33 @@ def test_gradings_side_by_side_build_the_reference_once(toy, tmp_path, monkeypat
         found = list(pool.map(lambda _: reference_module.reference(toy[0], {}), range(2)))
     assert builds == ["perf_toy"] and found[0] == found[1]
     assert (tmp_path / "cache" / os.path.basename(found[0].folder) / "src" / "row_softmax.py").exists()
+
+
+def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, monkeypatch):
+    """A cold reference build must not add its time to a grading: it starts with the grading,
+    in a thread, and the student's build runs meanwhile."""
+    import threading
+
+    from autograder import grade as grade_module
+
+    unit = toy[0]
+    started = threading.Event()
+    real_reference, real_build = grade_module.reference, grade_module._read_and_build
+
+    def reference(*args, **options):
+        started.set()
+        return real_reference(*args, **options)
+
+    def build(*args, **options):
+        assert started.wait(30), "the student's build began and no reference was being fetched"
+        return real_build(*args, **options)
+
+    monkeypatch.setattr(grade_module, "reference", reference)
+    monkeypatch.setattr(grade_module, "_read_and_build", build)
+    submission = tmp_path / "fast"
+    submission.mkdir()
+    (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
+    result = grade(str(submission), unit, seed=3, work=str(tmp_path / "work"), has_gpu=False,
+                   tests=("cpu_values", "cpu_perf"))
+    assert all(t.passed for t in result.tests), report.table(result)
+    assert "reference_build_s" in result.timings
