@@ -76,8 +76,7 @@ class Reference:
 
 def reference(unit: Unit, env: dict, *, timeout: float = BUILD_TIMEOUT) -> Reference:
     """The unit's built reference, from the cache or built now (BuildError if it fails)."""
-    root = cache_root()
-    os.makedirs(root, exist_ok=True)
+    root = _own_folder(cache_root())
     folder = os.path.join(root, f"{unit.name}-{cache_key(unit, env)}")
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another grading may be building it: wait for that one
@@ -85,6 +84,16 @@ def reference(unit: Unit, env: dict, *, timeout: float = BUILD_TIMEOUT) -> Refer
             _build(unit, env, folder, timeout)
         with open(os.path.join(folder, "reference.json")) as handle:
             return Reference(folder, **json.load(handle))
+
+
+def _own_folder(path: str) -> str:
+    """`path`, made if missing, and only if it is this user's own, then private: a folder that
+    someone else made first (under /tmp, say) could hold a planted "reference"."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if os.stat(path).st_uid != os.getuid():
+        raise OSError(f"the reference cache {path} belongs to another user: set {CACHE_ENV} to a folder of your own")
+    os.chmod(path, 0o700)
+    return path
 
 
 def _build(unit: Unit, env: dict, folder: str, timeout: float) -> None:

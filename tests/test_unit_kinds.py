@@ -165,3 +165,18 @@ def test_reference_cache_key_follows_the_solution_and_the_architectures(course):
         assert reference.cache_key(unit, env) != key
     finally:
         toy_course.write(path, text)
+
+
+def test_reference_cache_must_be_the_graders_own(course, tmp_path, monkeypatch):
+    """A cache folder someone else made (under /tmp, before the grader) could hold a planted
+    reference: it is refused, and the grader's own is made private."""
+    unit = units.load("toy03_python", course)
+    monkeypatch.setenv(reference.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+    with pytest.raises(OSError, match="belongs to another user"):
+        reference.reference(unit, child_env(None))
+    monkeypatch.undo()
+    monkeypatch.setenv(reference.CACHE_ENV, str(tmp_path / "cache"))
+    (tmp_path / "cache").chmod(0o777)
+    reference.reference(unit, child_env(None))
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
