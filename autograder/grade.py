@@ -161,6 +161,11 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
 
 
+def _suite(unit: Unit) -> dict:
+    """What a child's request names of the suite to import."""
+    return {"solutions": unit.solutions, "unit": unit.name}
+
+
 def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, Case]]:
     return [(i, c) for i, c in enumerate(cases) if not patterns or any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
 
@@ -181,10 +186,12 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
     sandbox = Sandbox.open(sandbox_mode, root, read_only=[unit.solutions], env=env)
+    baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout)
     try:
-        result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None,
+        result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None, baselines,
                         build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests)
     finally:
+        baselines.close()
         sandbox.close()
         if not keep_work:
             shutil.rmtree(root, ignore_errors=True)
@@ -192,92 +199,91 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
 
 def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, env: dict, deadline: Deadline,
-           has_gpu: bool, *, build_timeout: float, case_timeout: float | None, tests: tuple[str, ...],
-           own_tests: bool) -> Grade:
+           has_gpu: bool, baselines: "_Baselines", *, build_timeout: float, case_timeout: float | None,
+           tests: tuple[str, ...], own_tests: bool) -> Grade:
     result = Grade(unit.name, seed=seed, sandbox=sandbox.describe())
     spec = unit.tests(hidden=True)
     check_needs(spec.CASES)
     selected = _selected(spec.CASES, tests)
-    suite = {"solutions": unit.solutions, "unit": unit.name}
-    with _Baselines(unit, suite, sandbox, work, env, deadline, case_timeout) as baselines:
-        if any(case.kind == "perf" and (has_gpu or not case.device.startswith("cuda")) for _, case in selected):
-            baselines.prefetch()  # a cold build of the reference runs beside the student's
-        start = time.perf_counter()
-        build_test, built, build_box, source_dir, result.answers = _read_and_build(
-            unit, submission, sandbox, work, env, deadline, build_timeout)
-        result.tests.append(build_test)
-        result.timings["build_s"] = time.perf_counter() - start
+    if any(case.kind == "perf" and (has_gpu or not case.device.startswith("cuda")) for _, case in selected):
+        baselines.prefetch()  # a cold build of the reference runs beside the student's
+    start = time.perf_counter()
+    build_test, built, build_box, source_dir, result.answers = _read_and_build(
+        unit, submission, sandbox, work, env, deadline, build_timeout)
+    result.tests.append(build_test)
+    result.timings["build_s"] = time.perf_counter() - start
 
-        index_of = {case.name: index for index, case in enumerate(spec.CASES)}
-        public = public_case_names(unit)
-        groups: dict[str, list[tuple[int, Case]]] = {}
-        for index, case in selected:
-            groups.setdefault(case.group, []).append((index, case))
+    index_of = {case.name: index for index, case in enumerate(spec.CASES)}
+    public = public_case_names(unit)
+    groups: dict[str, list[tuple[int, Case]]] = {}
+    for index, case in selected:
+        groups.setdefault(case.group, []).append((index, case))
 
-        student = {**suite, "plan": unit.plan().to_json(), "built": built and asdict(built), "source_dir": source_dir}
-        runner = GroupRunner(student, sandbox, work, env, deadline, prefix="run_", shared=(build_box,),
-                             case_timeout=case_timeout)
-        # Read from the build's files here, as data: the child's profile names the kernels that ran.
-        own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
-        verdicts: dict[int, Verdict] = {}
-        tests_start = time.perf_counter()
-        for group, cases in _in_run_order(groups):
-            device = cases[0][1].device
-            if built is None:
-                verdicts.update({i: Verdict(False, "not run: the build failed") for i, _ in cases})
-                continue
-            if device.startswith("cuda") and not has_gpu:
-                verdicts.update({i: Verdict(False, "not run: no GPU on the grading machine") for i, _ in cases})
-                continue
-            if device.startswith("cuda:") and int(device.split(":")[1]) >= gpu_count():
-                verdicts.update({i: Verdict(False, f"not run: needs {device}, and the grading machine shows "
-                                                   f"{gpu_count()} GPU(s)") for i, _ in cases})
-                continue
-            ready = []
-            for index, case in cases:
-                unmet = _unmet_needs(case, spec.CASES, index_of, verdicts)
-                if unmet:
-                    verdicts[index] = needs_not_met(case, unmet)
-                else:
-                    ready.append((index, case))
-            if not ready:
-                continue
-            if ready[0][1].kind == SANITIZER:
-                verdicts.update(sanitized_verdicts(spec, ready, dict(
-                    load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed,
-                    lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
-                continue
-            input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
-            timed = [(index, case) for index, case in ready if case.kind == "perf"]
-            timings = baselines.run(group, device, timed, input_sets) if timed else {}
-            outcomes = runner.run(group, device, ready, input_sets)
-            for index, case in ready:
-                verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], timings.get(index),
-                                           own_kernels)
-        result.timings["tests_s"] = time.perf_counter() - tests_start
-        spawn_seconds = runner.spawn_seconds + baselines.spawn_seconds
-        if baselines.build_s is not None:
-            result.timings["reference_build_s"] = baselines.build_s
-        result.timings["children"] = float(len(spawn_seconds))
-        result.timings["child_start_s"] = sum(spawn_seconds)
+    student = {**_suite(unit), "plan": unit.plan().to_json(), "built": built and asdict(built),
+               "source_dir": source_dir}
+    runner = GroupRunner(student, sandbox, work, env, deadline, prefix="run_", shared=(build_box,),
+                         case_timeout=case_timeout)
+    # Read from the build's files here, as data: the child's profile names the kernels that ran.
+    own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
+    verdicts: dict[int, Verdict] = {}
+    tests_start = time.perf_counter()
+    for group, cases in _in_run_order(groups):
+        device = cases[0][1].device
+        if built is None:
+            verdicts.update({i: Verdict(False, "not run: the build failed") for i, _ in cases})
+            continue
+        if device.startswith("cuda") and not has_gpu:
+            verdicts.update({i: Verdict(False, "not run: no GPU on the grading machine") for i, _ in cases})
+            continue
+        if device.startswith("cuda:") and int(device.split(":")[1]) >= gpu_count():
+            verdicts.update({i: Verdict(False, f"not run: needs {device}, and the grading machine shows "
+                                               f"{gpu_count()} GPU(s)") for i, _ in cases})
+            continue
+        ready = []
+        for index, case in cases:
+            unmet = _unmet_needs(case, spec.CASES, index_of, verdicts)
+            if unmet:
+                verdicts[index] = needs_not_met(case, unmet)
+            else:
+                ready.append((index, case))
+        if not ready:
+            continue
+        if ready[0][1].kind == SANITIZER:
+            verdicts.update(sanitized_verdicts(spec, ready, dict(
+                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed,
+                lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
+            continue
+        input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
+        timed = [(index, case) for index, case in ready if case.kind == "perf"]
+        timings = baselines.run(group, device, timed, input_sets) if timed else {}
+        outcomes = runner.run(group, device, ready, input_sets)
+        for index, case in ready:
+            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], timings.get(index),
+                                       own_kernels)
+    result.timings["tests_s"] = time.perf_counter() - tests_start
+    spawn_seconds = runner.spawn_seconds + baselines.spawn_seconds
+    if baselines.build_s is not None:
+        result.timings["reference_build_s"] = baselines.build_s
+    result.timings["children"] = float(len(spawn_seconds))
+    result.timings["child_start_s"] = sum(spawn_seconds)
 
-        for index, case in enumerate(spec.CASES):
-            if index not in verdicts:  # not among the tests asked for
-                continue
-            verdict = verdicts[index]
-            result.tests.append(TestResult(
-                case.name, case.points, verdict.passed, verdict.message,
-                visibility="visible" if case.name in public else "after_published",
-                tags=(case.group, case.device), not_run=verdict.message.startswith("not run"),
-                fraction=verdict.fraction))
-            if verdict.measurements:
-                result.perf[case.name] = verdict.measurements
-        has_own_tests = unit.build == "wheel" and os.path.isdir(os.path.join(source_dir, "tests"))
-        if own_tests and built is not None and has_own_tests:
-            result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline))
-        result.tests += _written(unit, result.answers)
-        result.timings["total_s"] = time.perf_counter() - start
-        return result
+    for index, case in enumerate(spec.CASES):
+        if index not in verdicts:  # not among the tests asked for
+            continue
+        verdict = verdicts[index]
+        result.tests.append(TestResult(
+            case.name, case.points, verdict.passed, verdict.message,
+            visibility="visible" if case.name in public else "after_published",
+            tags=(case.group, case.device), not_run=verdict.message.startswith("not run"),
+            fraction=verdict.fraction))
+        if verdict.measurements:
+            result.perf[case.name] = verdict.measurements
+    has_own_tests = unit.build == "wheel" and os.path.isdir(os.path.join(source_dir, "tests"))
+    if own_tests and built is not None and has_own_tests:
+        result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline))
+    result.tests += _written(unit, result.answers)
+    result.timings["total_s"] = time.perf_counter() - start
+    return result
 
 
 class _Baselines:
@@ -285,9 +291,9 @@ class _Baselines:
     student code. The reference comes from its cache, or is built, in a thread started with the
     grading (prefetch) or at the first perf group."""
 
-    def __init__(self, unit: Unit, suite: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
+    def __init__(self, unit: Unit, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
                  case_timeout: float | None):
-        self.unit, self.suite, self.sandbox, self.work, self.env = unit, suite, sandbox, work, env
+        self.unit, self.sandbox, self.work, self.env = unit, sandbox, work, env
         self.deadline, self.case_timeout = deadline, case_timeout
         self.spawn_seconds: list[float] = []
         self.build_s: float | None = None
@@ -299,10 +305,7 @@ class _Baselines:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="reference")
             self._fetch = self._pool.submit(self._reference)
 
-    def __enter__(self) -> "_Baselines":
-        return self
-
-    def __exit__(self, *exc) -> None:
+    def close(self) -> None:
         """Wait for a fetch still running: a build left half done helps no later grading."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -327,7 +330,7 @@ class _Baselines:
         # A fresh copy per group, made after the student's last child was stopped.
         box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
         self.sandbox.give(box)
-        runner = GroupRunner({**self.suite, "built": None, "reference": load}, self.sandbox, self.work, self.env,
+        runner = GroupRunner({**_suite(self.unit), "built": None, "reference": load}, self.sandbox, self.work, self.env,
                              self.deadline, prefix="baseline_", shared=(box,), case_timeout=self.case_timeout)
         outcomes = runner.run(group, device, cases, inputs)
         self.spawn_seconds += runner.spawn_seconds
