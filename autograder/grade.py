@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import glob
 import os
 import secrets
 import shutil
@@ -161,6 +162,15 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
 
 
+def suite_files(unit: Unit) -> list[str]:
+    """What a test process reads of the course's solutions: the unit's two suites and the shared
+    Python pieces they import. Under bubblewrap it sees nothing else there: no reference
+    source, answer key or mutant, and no other unit."""
+    common = os.path.join(unit.solutions, "common")
+    shared = sorted(glob.glob(os.path.join(common, "*.py")))
+    return [unit.suite_path(hidden=False), unit.suite_path(hidden=True), *shared]
+
+
 def _suite(unit: Unit) -> dict:
     """What a child's request names of the suite to import."""
     return {"solutions": unit.solutions, "unit": unit.name}
@@ -185,7 +195,7 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     root = tempfile.mkdtemp(prefix=f"grade_{unit.name}_", dir=parent)
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
-    sandbox = Sandbox.open(sandbox_mode, root, read_only=[unit.solutions], env=env)
+    sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit), hidden=[unit.solutions], env=env)
     baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout)
     try:
         result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None, baselines,

@@ -152,13 +152,16 @@ class Sandbox:
     uid: int | None = None
     read_only: tuple[str, ...] = ()
     ccache_dir: str | None = None
+    hidden: tuple[str, ...] = ()  # folders a bwrap run sees empty, but for read_only files in them
     _lock: object = field(default=None, repr=False)
 
     # ---- setting up ----
 
     @classmethod
-    def open(cls, requested: str, work: str, *, read_only=(), env: dict | None = None) -> "Sandbox":
-        """The best mode that works here (or the one requested), tried in a folder under `work`."""
+    def open(cls, requested: str, work: str, *, read_only=(), hidden=(), env: dict | None = None) -> "Sandbox":
+        """The best mode that works here (or the one requested), tried in a folder under `work`.
+        `hidden`: folders bwrap runs see empty (the course's solutions: reference sources, answer
+        keys, mutants), but for the `read_only` paths under them (the suite a child imports)."""
         if requested not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, got {requested!r}")
         env = os.environ if env is None else env
@@ -170,7 +173,8 @@ class Sandbox:
             if own_uid and uid is None:
                 tried.append(f"{mode} with a uid of its own: no free uid in {UID_RANGE}")
                 continue
-            sandbox = cls(mode, uid, paths, ccache, lock)
+            sandbox = cls(mode, uid, paths, ccache, tuple(os.path.realpath(p) for p in hidden if os.path.isdir(p)),
+                          lock)
             problem = sandbox._try(work, env)
             if not problem:
                 return sandbox
@@ -271,17 +275,24 @@ class Sandbox:
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
         hidden = ("/tmp", home)
-        binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden)]
+        emptied = self.hidden  # seen empty: what the runs need from them is bound back below
+        binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden) or _under(p, emptied)]
+        binds += [(p, "--tmpfs") for p in emptied]
         binds += [(os.path.realpath(p), "--bind") for p in writable + ([self.ccache_dir] if self.ccache_dir else [])]
         made, bound = set(), []
         for path, how in sorted(binds, key=lambda item: item[0].count(os.sep)):  # outer folders first
-            if how == "--ro-bind" and _under(path, tuple(bound)):
+            if how == "--tmpfs":
+                args += ["--tmpfs", path]
+                bound = [b for b in bound if not _under(b, (path,))]
+                continue
+            if how == "--ro-bind" and _under(path, tuple(bound)) and not _under(path, emptied):
                 continue  # already there
-            # bwrap would make the folders above a mount point in an empty /tmp or home
-            # private (0700): made here, so that the sandbox uid may pass through them
+            # bwrap would make the folders above a mount point in an empty /tmp, home or
+            # emptied folder private (0700): made here, so that the sandbox uid may pass through them
             for above in _ancestors(path):
-                if above not in made and _under(above, hidden) and above not in hidden \
-                        and not _under(above, tuple(bound)):
+                in_emptied = _under(above, emptied) and above not in emptied
+                if above not in made and (in_emptied or _under(above, hidden) and above not in hidden
+                                          and not _under(above, tuple(bound))):
                     args += ["--perms", "0755", "--dir", above]
                     made.add(above)
             args += [how, path, path]

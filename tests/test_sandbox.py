@@ -137,3 +137,38 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
         assert _alive("305.5") == []
     finally:
         box.close()
+
+
+def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
+    """The course's solutions hold what students must never read: reference sources, answer keys,
+    mutants. A bwrap run sees their folder empty but for the suite files a child imports."""
+    from autograder.grade import suite_files
+    from course.authoring import units
+
+    unit = units.load("day01_relu_bias")
+    box = Sandbox.open("auto", str(tmp_path), read_only=suite_files(unit), hidden=[unit.solutions])
+    try:
+        if box.mode != "bwrap":
+            pytest.skip("only bubblewrap can hide files any user may read")
+        secret = [os.path.join(unit.folder, name) for name in ("answers.md", "mutants.toml", "relu_bias.cu")]
+        secret.append(os.path.join(unit.solutions, "day05_layernorm_performance", "hidden_tests.py"))
+        code = f"""
+import json, os
+def readable(path):
+    try:
+        open(path).read()
+        return True
+    except OSError:
+        return False
+print(json.dumps({{"secret": [p for p in {secret!r} if readable(p)],
+                   "suites": [p for p in {suite_files(unit)!r} if readable(p)],
+                   "listed": sorted(os.listdir({unit.folder!r}))}}))
+"""
+        exit_code, output, _ = _run(box, tmp_path, code)
+        assert exit_code == 0, output
+        seen = json.loads(output.strip().splitlines()[-1])
+        assert all(os.path.exists(p) for p in secret)  # they are there, for the grader
+        assert seen["secret"] == [] and seen["suites"] == suite_files(unit), seen
+        assert seen["listed"] == ["hidden_tests.py", "public_tests.py"], seen
+    finally:
+        box.close()
