@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from autograder import gradebook
 from autograder.collect import Submission
+from autograder.reference import reference
 from autograder.version import grader_version
 from course.authoring.units import Unit
 from course.cases import needed
@@ -221,11 +222,30 @@ def _write_json(data: dict, path: str) -> None:
     os.replace(temporary, path)
 
 
+def prepare_reference(unit: Unit, gpus: list[str]) -> str:
+    """Build the unit's reference into its cache before any grading starts, where its perf
+    cases will run here: otherwise the first perf step would build it while holding its GPU's
+    lock. '' when done or not needed, else why it failed (each grading then says so too)."""
+    from autograder.grade import child_env, gpu_capability  # the gradings' own environment
+
+    perf = [case for case in unit.tests(hidden=True).CASES if case.kind == "perf"]
+    if not any(gpus or not case.device.startswith("cuda") for case in perf):
+        return ""
+    try:
+        reference(unit, child_env(gpu_capability() if gpus else None))
+    except Exception as error:  # noqa: BLE001 - the gradings report it, case by case
+        return f"the reference solution could not be built: {type(error).__name__}: {error}"
+    return ""
+
+
 def grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int | None = None,
               cpus: int | None = None) -> Progress:
     """Grade every submission; slots pull from one queue, each on its own GPU."""
     jobs, max_jobs = worker_plan(jobs, gpus, cpus or len(os.sched_getaffinity(0)), available_memory_gb())
     version = grader_version(options.unit)
+    problem = prepare_reference(options.unit, gpus) if submissions else ""
+    if problem:
+        print(f"warning: {problem}", file=sys.stderr)
     locks = {gpu: threading.Lock() for gpu in gpus}
     pending: queue.Queue = queue.Queue()
     for submission in submissions:

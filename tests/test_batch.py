@@ -3,6 +3,7 @@ as a zip, a folder and a notebook, a mutant, and an unreadable zip. Its gradeboo
 its expected score, a second run grades nothing again, and two fake GPUs share the work."""
 import csv
 import json
+import os
 import shutil
 import zipfile
 
@@ -127,3 +128,22 @@ def test_perf_cases_run_apart_with_what_they_need():
     merged = batch.merge_perf(first, second, {"p"})
     assert [t["name"] for t in merged["tests"]] == ["a", "p"] and merged["score"] == 5
     assert merged["extra_data"]["perf"] == {"p": {"ratio": 1.2}}
+
+
+def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(monkeypatch):
+    """Built once up front, so no grading's perf step builds it while holding its GPU's lock;
+    not at all where no perf case can run (GPU cases, no GPU)."""
+    built = []
+    monkeypatch.setattr(batch, "reference", lambda unit, env: built.append((unit.name, env["TORCH_CUDA_ARCH_LIST"])))
+    monkeypatch.setattr("autograder.grade.gpu_capability", lambda: "9.0")
+    unit = units.load("day05_layernorm_performance")
+    assert batch.prepare_reference(unit, []) == "" and built == []
+    assert batch.prepare_reference(UNIT, ["0"]) == "" and built == []  # day01 has no perf cases
+    assert batch.prepare_reference(unit, ["0", "1"]) == ""
+    assert built == [(unit.name, os.environ.get("TORCH_CUDA_ARCH_LIST", "9.0"))]
+
+    def fails(unit, env):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(batch, "reference", fails)
+    assert "disk full" in batch.prepare_reference(unit, ["0"])
