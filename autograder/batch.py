@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from autograder import gradebook
 from autograder.collect import Submission
+from autograder.grade import child_env, gpu_capability, perf_runs_here
 from autograder.reference import reference
 from autograder.version import grader_version
 from course.authoring.units import Unit
@@ -226,12 +227,9 @@ def prepare_reference(unit: Unit, gpus: list[str]) -> str:
     """Build the unit's reference into its cache before any grading starts, where its perf
     cases will run here: otherwise the first perf step would build it while holding its GPU's
     lock. '' when done or not needed, else why it failed (each grading then says so too)."""
-    from autograder.grade import child_env, gpu_capability  # the gradings' own environment
-
-    perf = [case for case in unit.tests(hidden=True).CASES if case.kind == "perf"]
-    if not any(gpus or not case.device.startswith("cuda") for case in perf):
+    if not perf_runs_here(unit.tests(hidden=True).CASES, bool(gpus)):
         return ""
-    try:
+    try:  # in the environment the gradings will build it in
         reference(unit, child_env(gpu_capability() if gpus else None))
     except Exception as error:  # noqa: BLE001 - the gradings report it, case by case
         return f"the reference solution could not be built: {type(error).__name__}: {error}"

@@ -171,6 +171,11 @@ def suite_files(unit: Unit) -> list[str]:
     return [unit.suite_path(hidden=False), unit.suite_path(hidden=True), *shared]
 
 
+def perf_runs_here(cases, has_gpu: bool) -> bool:
+    """Whether any of `cases` is a perf case this machine can run (a GPU one needs a GPU)."""
+    return any(case.kind == "perf" and (has_gpu or not case.device.startswith("cuda")) for case in cases)
+
+
 def _suite(unit: Unit) -> dict:
     """What a child's request names of the suite to import."""
     return {"solutions": unit.solutions, "unit": unit.name}
@@ -215,7 +220,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     spec = unit.tests(hidden=True)
     check_needs(spec.CASES)
     selected = _selected(spec.CASES, tests)
-    if any(case.kind == "perf" and (has_gpu or not case.device.startswith("cuda")) for _, case in selected):
+    if perf_runs_here([case for _, case in selected], has_gpu):
         baselines.prefetch()  # a cold build of the reference runs beside the student's
     start = time.perf_counter()
     build_test, built, build_box, source_dir, result.answers = _read_and_build(

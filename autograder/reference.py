@@ -105,7 +105,9 @@ def _build(unit: Unit, env: dict, folder: str, timeout: float) -> None:
         source_dir, build_dir = os.path.join(staging, "src"), os.path.join(staging, "build")
         unit.write("solution", source_dir)
         plan = unit.plan()
-        built = build_in_subprocess(plan, source_dir, build_dir, timeout=timeout, env=env)
+        # Never from a shared ccache: a submission's build may write entries there, and one
+        # planted under the reference's key would make the reference whatever it wrote.
+        built = build_in_subprocess(plan, source_dir, build_dir, timeout=timeout, env={**env, "CCACHE_DISABLE": "1"})
         # Stored relative to the folder, which is renamed below.
         relative = {key: os.path.relpath(path, staging) if path else ""
                     for key, path in (("library", built.library), ("prefix", built.prefix))}

@@ -135,7 +135,7 @@ def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(mon
     not at all where no perf case can run (GPU cases, no GPU)."""
     built = []
     monkeypatch.setattr(batch, "reference", lambda unit, env: built.append((unit.name, env["TORCH_CUDA_ARCH_LIST"])))
-    monkeypatch.setattr("autograder.grade.gpu_capability", lambda: "9.0")
+    monkeypatch.setattr(batch, "gpu_capability", lambda: "9.0")
     unit = units.load("day05_layernorm_performance")
     assert batch.prepare_reference(unit, []) == "" and built == []
     assert batch.prepare_reference(UNIT, ["0"]) == "" and built == []  # day01 has no perf cases
