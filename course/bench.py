@@ -1,7 +1,8 @@
 """Timing ops honestly, the one harness the notebooks, the autograder and bench/ share.
 
-On a GPU: CUDA events, warm-up, an L2 flush before every timed call, inputs rotated
-so nothing is served from cache, median and spread reported. On the CPU the same
+On a GPU: CUDA events, warm-up, an L2 flush before every timed call, inputs rotated over
+sets and copied into new storage for each call so nothing is served from a cache, median
+and spread reported. On the CPU the same
 loop runs with time.perf_counter and no flush, so the machinery works (and is
 tested) without a GPU.
 
@@ -98,6 +99,31 @@ def _cpu_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
     return elapsed, elapsed, outputs
 
 
+def _fresh_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of `tensor` in new storage, with its shape, strides, storage offset (so its
+    alignment), dtype, device and requires_grad."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
+    base = torch.empty(tensor.storage_offset() + span, dtype=tensor.dtype, device=tensor.device)
+    fresh = base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
+    with torch.no_grad():
+        fresh.copy_(tensor)
+    return fresh.requires_grad_(tensor.requires_grad)
+
+
+def fresh_inputs(values):
+    """`values` (tuples, lists, dicts) with every tensor copied into new storage. Each timed call
+    gets such a copy, made outside its time: a result cached by the inputs' address, or by address
+    and version counter, is then a miss, or another call's answer, which the check of the outputs
+    catches; never a quick right answer."""
+    if isinstance(values, torch.Tensor):
+        return _fresh_tensor(values)
+    if isinstance(values, dict):
+        return {key: fresh_inputs(value) for key, value in values.items()}
+    if isinstance(values, (tuple, list)):
+        return type(values)(fresh_inputs(value) for value in values)
+    return values
+
+
 def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
             budget_s: float = 1.0, target_spread: float = 0.05, device: str | None = None) -> Timing:
     """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent.
@@ -122,7 +148,7 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     spent = 0.0
     while len(times) < max_reps:
         index = len(times) % len(arg_sets)
-        gpu_ms, host_ms, last_outputs[index] = call_ms(fn, arg_sets[index], hold_ms)
+        gpu_ms, host_ms, last_outputs[index] = call_ms(fn, fresh_inputs(arg_sets[index]), hold_ms)
         times.append(max(gpu_ms, host_ms))
         gpu_times.append(gpu_ms)
         host_times.append(host_ms)

@@ -74,6 +74,13 @@ SUBMISSIONS = {
              "def row_softmax(x):\n    return torch.softmax(x, dim=1)\n"),
     "slow": "import time\nimport torch\n\ndef row_softmax(x):\n    time.sleep(0.2)\n    return torch.softmax(x, dim=1)\n",
     "wrong": "import torch\n\ndef row_softmax(x):\n    return torch.exp(x)  # fast, because it skips the hard part\n",
+    # Slow, but answers a call on the same buffer, unchanged since (address and version
+    # counter), from a cache that keeps x alive: timed on the same tensors every call, it
+    # would look as fast as a lookup.
+    "caches_by_version": ("import time\nimport torch\n\n_cache = {}\n\n"
+                          "def row_softmax(x):\n    key = (x.data_ptr(), x._version)\n"
+                          "    if key not in _cache:\n        time.sleep(0.2)\n"
+                          "        _cache[key] = (x, torch.softmax(x, dim=1))\n    return _cache[key][1]\n"),
 }
 
 
@@ -165,6 +172,27 @@ def test_slow_submission_gets_no_points(graded):
         assert "-> 0/5 points" in test["output"]
         assert data["extra_data"]["perf"][name]["ours_ms"] >= 200
     assert data["score"] == 2
+
+
+def test_a_cache_by_address_and_version_earns_nothing_for_speed(graded):
+    """Every timed call gets its inputs in new storage: the cache never hits, so the time is
+    the slow computation's."""
+    _, data, _ = graded("caches_by_version")
+    for name in ("cpu_perf", "cpu_perf_unchecked"):
+        test = _test(data, name)
+        assert test["score"] == 0 and data["extra_data"]["perf"][name]["ours_ms"] >= 200, test["output"]
+
+
+def test_fresh_inputs_copy_every_tensor_into_new_storage():
+    base = torch.arange(40.0).reshape(5, 8)
+    view = base[1:, ::2]  # an offset into its storage, and strides of its own
+    leaf = torch.ones(3, requires_grad=True)
+    fresh = bench.fresh_inputs(({"x": view, "eps": 1e-5}, [leaf]))
+    x, copied_leaf = fresh[0]["x"], fresh[1][0]
+    assert torch.equal(x, view) and x.stride() == view.stride() and x.storage_offset() == view.storage_offset()
+    assert x.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+    assert fresh[0]["eps"] == 1e-5 and copied_leaf.requires_grad and copied_leaf.is_leaf
+    assert copied_leaf.data_ptr() != leaf.data_ptr() and torch.equal(copied_leaf, leaf)
 
 
 def test_wrong_submission_earns_nothing_for_speed(graded):
