@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
     grade_parser.add_argument("--out", default="results", help="folder for results.json")
     grade_parser.add_argument("--seed", type=int, help="input seed (secret and random when not given)")
+    grade_parser.add_argument("--gpu-lock", help="the GPU's lock files, shared by a batch's gradings (grade-all sets it)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "grade":
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
-            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed, **options)
+            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
+                              gpu_lock=args.gpu_lock, **options)
             return 0
         ok = True
         for unit in units.all_units():

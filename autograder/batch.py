@@ -7,10 +7,9 @@ another's grade. Workers ("slots") run side by side:
 - builds: `jobs` slots, each compiling with MAX_JOBS = cores / jobs, and `jobs` bounded by the
   memory available (a compiler process can take MEMORY_PER_COMPILE_GB);
 - GPUs: slot i always grades on GPU gpus[i % len(gpus)] (CUDA_VISIBLE_DEVICES), so each GPU
-  has jobs / len(gpus) gradings' correctness groups at once;
-- perf cases: where the unit has them, a grading runs in two steps with one seed: every other
-  case first, concurrently; then the perf cases (with the cases they need) holding their
-  GPU's lock, so nothing else of this batch runs on that GPU while they time.
+  has jobs / len(gpus) gradings at once;
+- perf cases: each GPU has a lock (autograder/gpu_lock.py) that the gradings' test processes
+  take shared, and a perf run alone: nothing else of this batch runs on a GPU while it times.
 
 A submission whose hash and the grader's version match its last grading is skipped, unless
 `regrade`. What each grading left (OUT/results/<id>/) is all the reports need
@@ -26,6 +25,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -36,7 +36,6 @@ from autograder.grade import child_env, gpu_capability, perf_runs_here
 from autograder.reference import reference
 from autograder.version import grader_version
 from course.authoring.units import Unit
-from course.cases import needed
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
 GRACE_S = 300                # past the grading's own time limit, before its process is killed
@@ -134,12 +133,10 @@ class Progress:
             print(self.line(), end=end, file=self.stream, flush=True)
 
 
-def _grade_command(submission: str, options: Options, out: str, seed: int, tests: list[str]) -> list[str]:
+def _grade_command(submission: str, options: Options, out: str, seed: int) -> list[str]:
     command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", options.unit.name, "--out", out,
                "--seed", str(seed), "--sandbox", options.sandbox, "--time-limit", str(options.time_limit)]
-    if options.work:
-        command += ["--work", options.work]
-    return command + [arg for name in tests for arg in ("--tests", name)]
+    return command + (["--work", options.work] if options.work else [])
 
 
 def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -> str | None:
@@ -155,26 +152,8 @@ def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -
     return None if code == 0 else f"the grading process exited with status {code} (see grade.log)"
 
 
-def perf_split(unit: Unit) -> tuple[list[str], list[str]]:
-    """(every case that is not a perf case, the perf cases with the cases they need)."""
-    cases = unit.tests(hidden=True).CASES
-    perf = [case for case in cases if case.kind == "perf"]
-    others = [case.name for case in cases if case.kind != "perf"]
-    timed = {name for case in perf for name in [case.name, *needed(case, cases)]}
-    return others, [case.name for case in cases if case.name in timed]
-
-
-def merge_perf(first: dict, timed: dict, perf_names: set[str]) -> dict:
-    """The first step's results with the perf tests (and their measurements) of the second."""
-    tests = first["tests"] + [test for test in timed["tests"] if test["name"] in perf_names]
-    merged = {**first, "tests": tests, "score": round(sum(test["score"] for test in tests), 2)}
-    merged["extra_data"] = {**first["extra_data"], "perf": timed["extra_data"].get("perf", {})}
-    merged["execution_time"] = round(first.get("execution_time", 0) + timed.get("execution_time", 0), 1)
-    return merged
-
-
 def grade_one(submission: Submission, options: Options, version: str, gpu: str | None, max_jobs: int,
-              gpu_lock: threading.Lock | None) -> str:
+              gpu_lock: str | None) -> str:
     """Grade one submission into OUT/results/<id>/; return 'graded', 'skipped' or 'failed'."""
     folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
     state_path = os.path.join(folder, gradebook.STATE)
@@ -190,18 +169,9 @@ def grade_one(submission: Submission, options: Options, version: str, gpu: str |
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     seed, start, log = secrets.randbits(62), time.monotonic(), os.path.join(folder, "grade.log")
-    timeout = options.time_limit + GRACE_S
-    others, timed = perf_split(options.unit)
-    error = _run_grading(_grade_command(submission.path, options, folder, seed, others if timed else []),
-                         env, log, timeout)
-    if not error and timed:
-        timed_dir = os.path.join(folder, "perf_step")
-        with gpu_lock or threading.Lock():  # nothing else of this batch on the GPU while it times
-            error = _run_grading(_grade_command(submission.path, options, timed_dir, seed, timed), env, log, timeout)
-        if not error:
-            first, second = (json.load(open(os.path.join(d, "results.json"))) for d in (folder, timed_dir))
-            perf_names = set(timed) - set(others)
-            _write_json(merge_perf(first, second, perf_names), os.path.join(folder, "results.json"))
+    command = _grade_command(submission.path, options, folder, seed)
+    command += ["--gpu-lock", gpu_lock] if gpu_lock else []
+    error = _run_grading(command, env, log, options.time_limit + GRACE_S)
     results_path = os.path.join(folder, "results.json")
     if not error and os.path.exists(results_path):
         with open(results_path, encoding="utf-8") as handle:
@@ -225,8 +195,8 @@ def _write_json(data: dict, path: str) -> None:
 
 def prepare_reference(unit: Unit, gpus: list[str]) -> str:
     """Build the unit's reference into its cache before any grading starts, where its perf
-    cases will run here: otherwise the first perf step would build it while holding its GPU's
-    lock. '' when done or not needed, else why it failed (each grading then says so too)."""
+    cases will run here: otherwise the first gradings would each wait for it, and time nothing
+    meanwhile. '' when done or not needed, else why it failed (each grading then says so too)."""
     if not perf_runs_here(unit.tests(hidden=True).CASES, bool(gpus)):
         return ""
     try:  # in the environment the gradings will build it in
@@ -244,7 +214,9 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)
-    locks = {gpu: threading.Lock() for gpu in gpus}
+    # On this machine's disk (a Slurm job's OUT may be on a network filesystem): one lock per GPU.
+    lock_folder = tempfile.mkdtemp(prefix="grade-all-gpu-locks-")
+    locks = {gpu: os.path.join(lock_folder, f"gpu{gpu}") for gpu in gpus}
     pending: queue.Queue = queue.Queue()
     for submission in submissions:
         pending.put(submission)
@@ -261,8 +233,11 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
             progress.count(grade_one(submission, options, version, gpu, max_jobs, locks.get(gpu)))
 
     threads = [threading.Thread(target=slot, args=(gpu,)) for gpu in slot_gpus(jobs, gpus)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        shutil.rmtree(lock_folder, ignore_errors=True)
     return progress

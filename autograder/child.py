@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
 from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles
@@ -57,6 +58,8 @@ def main(folder: str) -> int:
         entry = request["reference"]
         reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
+    while not os.path.exists(files.go):  # the runner may first wait for the GPU's lock
+        time.sleep(0.002)
 
     for index, name in request["cases"]:
         case = cases[name]

@@ -23,6 +23,7 @@ from dataclasses import asdict
 
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
 from autograder.deadline import Deadline
+from autograder.gpu_lock import GpuLock
 from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.reference import reference
@@ -188,11 +189,13 @@ def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, C
 def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | None = None,
           has_gpu: bool | None = None, sandbox_mode: str = "auto", time_limit: float = TIME_LIMIT,
           build_timeout: float = BUILD_TIMEOUT, case_timeout: float | None = None, tests: tuple[str, ...] = (),
-          keep_work: bool = False, own_tests: bool = True) -> Grade:
+          keep_work: bool = False, own_tests: bool = True, gpu_lock: str | None = None) -> Grade:
     """Grade `submission` in a new folder under `work` (the temp folder by default), removed at
     the end with every process the grading started. `tests`: fnmatch patterns of the cases to
     run (default all); `case_timeout`: a cap on every case's own time limit; `sandbox_mode`: one
-    of autograder.sandbox.MODES; own_tests: run a package's own tests/ too (reported, no points)."""
+    of autograder.sandbox.MODES; own_tests: run a package's own tests/ too (reported, no points);
+    gpu_lock: the GPU's lock files in a batch (autograder/gpu_lock.py), so that perf cases time
+    with nothing else of the batch on the GPU."""
     seed = secrets.randbits(62) if seed is None else seed
     deadline = Deadline(time_limit)
     parent = work or tempfile.gettempdir()
@@ -201,10 +204,12 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
     sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit), hidden=[unit.solutions], env=env)
-    baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout)
+    lock = GpuLock(gpu_lock) if gpu_lock and capability is not None else None
+    baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout, lock)
     try:
         result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None, baselines,
-                        build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests)
+                        build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests,
+                        gpu_lock=lock)
     finally:
         baselines.close()
         sandbox.close()
@@ -215,7 +220,7 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
 def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, env: dict, deadline: Deadline,
            has_gpu: bool, baselines: "_Baselines", *, build_timeout: float, case_timeout: float | None,
-           tests: tuple[str, ...], own_tests: bool) -> Grade:
+           tests: tuple[str, ...], own_tests: bool, gpu_lock: GpuLock | None) -> Grade:
     result = Grade(unit.name, seed=seed, sandbox=sandbox.describe())
     spec = unit.tests(hidden=True)
     check_needs(spec.CASES)
@@ -237,7 +242,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     student = {**_suite(unit), "plan": unit.plan().to_json(), "built": built and asdict(built),
                "source_dir": source_dir}
     runner = GroupRunner(student, sandbox, work, env, deadline, prefix="run_", shared=(build_box,),
-                         case_timeout=case_timeout)
+                         case_timeout=case_timeout, gpu_lock=gpu_lock)
     # Read from the build's files here, as data: the child's profile names the kernels that ran.
     own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
     verdicts: dict[int, Verdict] = {}
@@ -265,7 +270,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             continue
         if ready[0][1].kind == SANITIZER:
             verdicts.update(sanitized_verdicts(spec, ready, dict(
-                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,)), seed,
+                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,),
+                gpu_lock=gpu_lock), seed,
                 lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
@@ -281,6 +287,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
         result.timings["reference_build_s"] = baselines.build_s
     result.timings["children"] = float(len(spawn_seconds))
     result.timings["child_start_s"] = sum(spawn_seconds)
+    if gpu_lock is not None:
+        result.timings["gpu_lock_wait_s"] = runner.lock_wait_seconds + baselines.lock_wait_seconds
 
     for index, case in enumerate(spec.CASES):
         if index not in verdicts:  # not among the tests asked for
@@ -295,7 +303,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             result.perf[case.name] = verdict.measurements
     has_own_tests = unit.build == "wheel" and os.path.isdir(os.path.join(source_dir, "tests"))
     if own_tests and built is not None and has_own_tests:
-        result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline))
+        result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline, gpu_lock))
     result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
@@ -307,10 +315,11 @@ class _Baselines:
     grading (prefetch) or at the first perf group."""
 
     def __init__(self, unit: Unit, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
-                 case_timeout: float | None):
+                 case_timeout: float | None, gpu_lock: GpuLock | None):
         self.unit, self.sandbox, self.work, self.env = unit, sandbox, work, env
-        self.deadline, self.case_timeout = deadline, case_timeout
+        self.deadline, self.case_timeout, self.gpu_lock = deadline, case_timeout, gpu_lock
         self.spawn_seconds: list[float] = []
+        self.lock_wait_seconds = 0.0
         self.build_s: float | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._fetch: Future | None = None  # of the Reference, or why there is none
@@ -346,14 +355,16 @@ class _Baselines:
         box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
         self.sandbox.give(box)
         runner = GroupRunner({**_suite(self.unit), "built": None, "reference": load}, self.sandbox, self.work, self.env,
-                             self.deadline, prefix="baseline_", shared=(box,), case_timeout=self.case_timeout)
+                             self.deadline, prefix="baseline_", shared=(box,), case_timeout=self.case_timeout,
+                             gpu_lock=self.gpu_lock)
         outcomes = runner.run(group, device, cases, inputs)
         self.spawn_seconds += runner.spawn_seconds
+        self.lock_wait_seconds += runner.lock_wait_seconds
         return outcomes
 
 
 def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: dict,
-               deadline: Deadline) -> TestResult:
+               deadline: Deadline, gpu_lock: GpuLock | None) -> TestResult:
     """pytest on the package's own tests/ against the installed build, in the sandbox, after
     every graded case (it may write to the build's folder, which nothing reads after it).
     Reported for the student and the instructor, worth no points: the student wrote them."""
@@ -362,8 +373,16 @@ def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: d
     timeout = min(OWN_TESTS_TIMEOUT, deadline.left())
     pytest_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [built.prefix, env.get("PYTHONPATH")]))}
     command = python_command("-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--color=no", folder)
-    code, log = sandbox.run(command, timeout=timeout, writable=[box], cwd=source_dir, env=pytest_env,
-                            limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+    held = gpu_lock.acquire(False, lambda: deadline.passed) if gpu_lock is not None else None
+    if gpu_lock is not None and held is None:
+        test.output, test.not_run = deadline.not_run(), True
+        return test
+    try:  # they may use the GPU: in a batch, beside others' tests but never during a timing
+        code, log = sandbox.run(command, timeout=min(timeout, deadline.left()), writable=[box], cwd=source_dir,
+                                env=pytest_env, limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+    finally:
+        if held is not None:
+            held.release()
     if "No module named pytest" in log:
         test.output, test.not_run = "not run: pytest is not installed on the grading machine", True
         return test

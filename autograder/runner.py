@@ -15,6 +15,7 @@ import time
 import torch
 
 from autograder.deadline import Deadline
+from autograder.gpu_lock import GpuLock, Held
 from autograder.sandbox import Limits, Run, Sandbox, python_command
 from course.cases import Case
 
@@ -28,7 +29,8 @@ class GroupFiles:
     """The file protocol between the runner and a child, in the child's folder:
     request.json   what to load and which cases to run (written by the runner)
     <i>.inputs.pt  case i's input sets (runner)
-    ready          the child loaded the module and is about to run cases (child)
+    ready          the child loaded the module and waits for go (child)
+    go             run the cases: the GPU's lock is held, if any (runner)
     <i>.started    the child began case i (child)
     <i>.result.pt  case i's raw result, written whole (child)"""
 
@@ -36,6 +38,7 @@ class GroupFiles:
         self.folder = folder
         self.request = os.path.join(folder, "request.json")
         self.ready = os.path.join(folder, "ready")
+        self.go = os.path.join(folder, "go")
 
     def inputs(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.inputs.pt")
@@ -72,15 +75,17 @@ class GroupRunner:
 
     def __init__(self, load: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline, *,
                  prefix: str, shared: tuple[str, ...] = (), case_timeout: float | None = None,
-                 wrapper: tuple[str, ...] = (), slowdown: float = 1.0):
+                 wrapper: tuple[str, ...] = (), slowdown: float = 1.0, gpu_lock: GpuLock | None = None):
         """`load`: what each child loads (the suite, and the student's build or none), as
         request.json carries it. `shared`: folders every child may write besides its own (the
         build, whose loader copies the library). `case_timeout`: a cap on every case's own.
         `wrapper`: a command the child runs under (compute-sanitizer), which makes every case
-        `slowdown` times slower."""
+        `slowdown` times slower. `gpu_lock`: the GPU's, in a batch (autograder/gpu_lock.py): a
+        child on the GPU runs its cases holding it, alone for perf cases."""
         self.load, self.sandbox, self.work, self.env, self.deadline = load, sandbox, work, env, deadline
         self.prefix, self.shared, self.case_timeout = prefix, shared, case_timeout
-        self.wrapper, self.slowdown = wrapper, slowdown
+        self.wrapper, self.slowdown, self.gpu_lock = wrapper, slowdown, gpu_lock
+        self.lock_wait_seconds = 0.0
         self.spawn_seconds: list[float] = []
         self.exit_code: int | None = None  # the last child's (its wrapper's, if any)
         self.stdout = ""                   # the last child's standard output
@@ -129,29 +134,63 @@ class GroupRunner:
 
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is
-        blamed for, or None)."""
+        blamed for, or None).
+
+        In a batch, a child on the GPU runs holding the GPU's lock, alone for perf cases. One
+        that loads student code holds it from before it starts: that code runs from import
+        on, and could disturb another grading's timing. One that does not (torch's op and the
+        reference, timed) starts first and takes it once ready."""
         request = {**self.load, "device": device, "cases": [(i, c.name) for i, c in cases]}
         with open(files.request, "w") as handle:
             json.dump(request, handle)
+        alone = any(case.kind == "perf" for _, case in cases)
+        gated = self.gpu_lock is not None and device.startswith("cuda")
+        trusted = self.load.get("built") is None
+        held: list[Held] = []
+        if gated and not trusted and not self._lock(alone, lambda: self.deadline.passed, held):
+            return self.deadline.not_run(), None
+        if not (gated and trusted):
+            open(files.go, "w").close()
         self.sandbox.give(files.folder)
         wall = CHILD_START_TIMEOUT * self.slowdown + sum(self.timeout(c) for _, c in cases)
         self.exit_code, self.stdout = None, ""
-        run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
-                                 writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
-                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
+        run = None
         try:
-            reason, blamed = self._watch(run, files, cases)
+            run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
+                                     writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
+                                     limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
+
+            def open_gate() -> None:
+                if self._lock(alone, lambda: self.deadline.passed or run.poll() is not None, held):
+                    open(files.go, "w").close()
+
+            reason, blamed = self._watch(run, files, cases, open_gate if gated and trusted else None)
         finally:
-            run.kill()  # whatever it left running
-            self.stdout = run.stdout()
+            if run is not None:
+                run.kill()  # whatever it left running
+                self.stdout = run.stdout()
+            for lock in held:
+                lock.release()
         if reason and not reason.startswith(("timed out", "not run")):
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
         return reason, blamed
 
-    def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
+    def _lock(self, alone: bool, given_up, held: list[Held]) -> bool:
+        """Take the GPU's lock into `held`; False when given up first."""
+        start = time.monotonic()
+        lock = self.gpu_lock.acquire(alone, given_up)
+        self.lock_wait_seconds += time.monotonic() - start
+        if lock is not None:
+            held.append(lock)
+        return lock is not None
+
+    def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]],
+               open_gate=None) -> tuple[str, int | None]:
         """Follow the child on this process's clock: a case's time counts from when this
-        process first saw it start, whatever the child does to its files afterwards."""
+        process first saw it start, whatever the child does to its files afterwards. A ready
+        child is let go by open_gate() where given (it waits for the GPU's lock, and its
+        waiting counts against no case)."""
         timeouts = {index: self.timeout(case) for index, case in cases}
         started = idle_since = time.monotonic()
         ready_at, done_count, seen = None, 0, {}  # seen: case index -> when first seen started
@@ -161,6 +200,9 @@ class GroupRunner:
             if ready_at is None and os.path.exists(files.ready):
                 ready_at = idle_since = now
                 self.spawn_seconds.append(now - started)
+                if open_gate is not None:
+                    open_gate()  # blocks while other runs hold the GPU; the child waits for go
+                    now = idle_since = time.monotonic()
             done = {i for i, _ in cases if os.path.exists(files.result(i))}
             if len(done) != done_count:
                 done_count, idle_since = len(done), now

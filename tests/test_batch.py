@@ -5,12 +5,15 @@ import csv
 import json
 import os
 import shutil
+import threading
+import time
 import zipfile
 
 import pytest
 
 from autograder import batch, collect, gradebook, mutants
 from autograder.__main__ import main
+from autograder.gpu_lock import GpuLock
 from course.authoring import units
 from course.authoring.units import REPO
 
@@ -115,19 +118,46 @@ def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
         batch.parse_gpus("first")
 
 
-def test_perf_cases_run_apart_with_what_they_need():
-    """day05's perf cases go to the second step, with the cases they need; the merged report
-    takes the first step's tests and the second's perf tests."""
-    unit = units.load("day05_layernorm_performance")
-    others, timed = batch.perf_split(unit)
-    perf = {c.name for c in unit.tests().CASES if c.kind == "perf"}
-    assert perf <= set(timed) and not perf & set(others) and set(timed) - perf  # needs come along
-    first = {"score": 3, "tests": [{"name": "a", "score": 3}], "extra_data": {"perf": {}}, "execution_time": 1}
-    second = {"score": 5, "tests": [{"name": "a", "score": 3}, {"name": "p", "score": 2}],
-              "extra_data": {"perf": {"p": {"ratio": 1.2}}}, "execution_time": 2}
-    merged = batch.merge_perf(first, second, {"p"})
-    assert [t["name"] for t in merged["tests"]] == ["a", "p"] and merged["score"] == 5
-    assert merged["extra_data"]["perf"] == {"p": {"ratio": 1.2}}
+def test_gpu_lock_lets_runs_share_and_a_timer_run_alone(tmp_path):
+    """Runs share the GPU; a timer waits for them, and a run that comes after the timer waits
+    for it (it is not starved by a stream of runs)."""
+    lock = GpuLock(str(tmp_path / "gpu0"))
+    never = lambda: False  # noqa: E731
+    first, second = lock.acquire(False, never), lock.acquire(False, never)
+    assert first and second  # shared
+    timer: list = []
+    waiter = threading.Thread(target=lambda: timer.append(lock.acquire(True, never)))
+    waiter.start()
+    time.sleep(0.2)
+    assert timer == []  # the runs still hold it
+    gave_up_at = time.monotonic() + 0.3
+    assert lock.acquire(False, lambda: time.monotonic() > gave_up_at) is None  # behind the waiting timer
+    first.release()
+    second.release()
+    waiter.join(timeout=5)
+    assert timer and timer[0] is not None
+    assert lock.acquire(False, lambda: time.monotonic() > gave_up_at + 0.3) is None  # the timer holds it
+    timer[0].release()
+    assert lock.acquire(True, never) is not None
+
+
+def test_a_grading_of_the_batch_gets_its_gpus_lock(tmp_path, monkeypatch):
+    """One grading process per submission, with the lock of the GPU its slot grades on."""
+    commands = []
+
+    def fake_run(command, env, log, timeout):
+        commands.append((command, env.get("CUDA_VISIBLE_DEVICES")))
+        return "not graded here"
+
+    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    monkeypatch.setattr(batch, "prepare_reference", lambda unit, gpus: "")
+    submission = collect.Submission("alice", str(tmp_path), [])
+    options = batch.Options(units.load("day05_layernorm_performance"), str(tmp_path / "out"))
+    batch.grade_all([submission], options, ["1"], jobs=1, cpus=2)
+    (command, gpu), = commands
+    lock = command[command.index("--gpu-lock") + 1]
+    assert gpu == "1" and os.path.basename(lock) == "gpu1" and "--tests" not in command
+    assert not os.path.exists(os.path.dirname(lock))  # removed once the batch is done
 
 
 def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(monkeypatch):
