@@ -8,8 +8,12 @@ another's grade. Workers ("slots") run side by side:
   memory available (a compiler process can take MEMORY_PER_COMPILE_GB);
 - GPUs: slot i always grades on GPU gpus[i % len(gpus)] (CUDA_VISIBLE_DEVICES), so each GPU
   has jobs / len(gpus) gradings at once;
-- perf cases: each GPU has a lock (autograder/gpu_lock.py) that the gradings' test processes
-  take shared, and a perf run alone: nothing else of this batch runs on a GPU while it times.
+- perf cases: where they run, a grading has two steps with one seed: every other case, then
+  the perf cases with the cases they need, merged into one report. The class's first steps
+  all end before the first perf step starts: a perf case, which must time alone on its GPU,
+  then never waits for the long correctness and compute-sanitizer runs. The perf steps share
+  each GPU through its lock (autograder/gpu_lock.py): their test processes together, each
+  perf run alone.
 
 A submission whose hash and the grader's version match its last grading is skipped, unless
 `regrade`. What each grading left (OUT/results/<id>/) is all the reports need
@@ -36,6 +40,7 @@ from autograder.grade import child_env, gpu_capability, perf_runs_here
 from autograder.reference import reference
 from autograder.version import grader_version
 from course.authoring.units import Unit
+from course.cases import needed
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
 GRACE_S = 300                # past the grading's own time limit, before its process is killed
@@ -113,8 +118,9 @@ class Options:
 class Progress:
     """One line: counts and an ETA from the gradings done so far (skips cost nothing)."""
 
-    def __init__(self, total: int, stream=None):
+    def __init__(self, total: int, stream=None, label: str = ""):
         self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
+        self.label = label
         self.graded = self.skipped = self.failed = 0
         self.lock = threading.Lock()
 
@@ -123,7 +129,7 @@ class Progress:
         elapsed = time.monotonic() - self.start
         worked = self.graded + self.failed
         eta = elapsed / worked * (self.total - done) if worked else None
-        return (f"[{done}/{self.total}] graded {self.graded}, unchanged {self.skipped}, grader failed "
+        return (f"{self.label}[{done}/{self.total}] graded {self.graded}, unchanged {self.skipped}, grader failed "
                 f"{self.failed} | {elapsed / 60:.1f} min" + (f", ETA {eta / 60:.1f} min" if eta is not None else ""))
 
     def count(self, outcome: str) -> None:
@@ -133,10 +139,11 @@ class Progress:
             print(self.line(), end=end, file=self.stream, flush=True)
 
 
-def _grade_command(submission: str, options: Options, out: str, seed: int) -> list[str]:
+def _grade_command(submission: str, options: Options, out: str, seed: int, tests: list[str]) -> list[str]:
     command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", options.unit.name, "--out", out,
                "--seed", str(seed), "--sandbox", options.sandbox, "--time-limit", str(options.time_limit)]
-    return command + (["--work", options.work] if options.work else [])
+    command += ["--work", options.work] if options.work else []
+    return command + [arg for name in tests for arg in ("--tests", name)]
 
 
 def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -> str | None:
@@ -152,38 +159,102 @@ def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -
     return None if code == 0 else f"the grading process exited with status {code} (see grade.log)"
 
 
-def grade_one(submission: Submission, options: Options, version: str, gpu: str | None, max_jobs: int,
-              gpu_lock: str | None) -> str:
-    """Grade one submission into OUT/results/<id>/; return 'graded', 'skipped' or 'failed'."""
-    folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
-    state_path = os.path.join(folder, gradebook.STATE)
-    digest = content_hash(submission.path)
-    if not options.regrade and os.path.exists(state_path):
-        with open(state_path, encoding="utf-8") as handle:
+def perf_split(unit: Unit) -> tuple[list[str], list[str]]:
+    """(every case that is not a perf case, the perf cases with the cases they need)."""
+    cases = unit.tests(hidden=True).CASES
+    perf = [case for case in cases if case.kind == "perf"]
+    others = [case.name for case in cases if case.kind != "perf"]
+    timed = {name for case in perf for name in [case.name, *needed(case, cases)]}
+    return others, [case.name for case in cases if case.name in timed]
+
+
+def merge_perf(first: dict, timed: dict, perf_names: set[str]) -> dict:
+    """The first step's results with the perf tests (and their measurements) of the second."""
+    tests = first["tests"] + [test for test in timed["tests"] if test["name"] in perf_names]
+    merged = {**first, "tests": tests, "score": round(sum(test["score"] for test in tests), 2)}
+    merged["extra_data"] = {**first["extra_data"], "perf": timed["extra_data"].get("perf", {})}
+    merged["execution_time"] = round(first.get("execution_time", 0) + timed.get("execution_time", 0), 1)
+    return merged
+
+
+class Grading:
+    """One submission's grading into OUT/results/<id>/, in one step or, where perf cases run,
+    two: every other case, then (once the whole class had its first step) the perf cases with
+    the cases they need, with the same seed, merged into one results.json."""
+
+    def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]]):
+        self.submission, self.options, self.version = submission, options, version
+        self.others, self.timed = steps
+        self.folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
+        self.state_path = os.path.join(self.folder, gradebook.STATE)
+        self.digest = content_hash(submission.path)
+        self.seed, self.seconds, self.gpus = secrets.randbits(62), 0.0, []
+        self.error: str | None = None
+
+    def unchanged(self) -> bool:
+        """Graded before, by this grader version, with this content."""
+        if self.options.regrade or not os.path.exists(self.state_path):
+            return False
+        with open(self.state_path, encoding="utf-8") as handle:
             last = json.load(handle)
-        if last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (digest, version):
-            return "skipped"
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    env = {**os.environ, "MAX_JOBS": str(max_jobs)}
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    seed, start, log = secrets.randbits(62), time.monotonic(), os.path.join(folder, "grade.log")
-    command = _grade_command(submission.path, options, folder, seed)
-    command += ["--gpu-lock", gpu_lock] if gpu_lock else []
-    error = _run_grading(command, env, log, options.time_limit + GRACE_S)
-    results_path = os.path.join(folder, "results.json")
-    if not error and os.path.exists(results_path):
-        with open(results_path, encoding="utf-8") as handle:
-            feedback = gradebook.feedback_text(json.load(handle))
-        with open(os.path.join(folder, "feedback.txt"), "w", encoding="utf-8") as handle:
-            handle.write(feedback)
-    elif not error:
-        error = "the grading wrote no results.json"
-    _write_json({"submission": submission.path, "students": [vars(s) for s in submission.students],
-                 "hash": digest, "grader_version": version, "status": "failed" if error else "graded",
-                 "error": error, "gpu": gpu, "seed": seed, "seconds": round(time.monotonic() - start, 1)}, state_path)
-    return "failed" if error else "graded"
+        return last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (
+            self.digest, self.version)
+
+    def first_step(self, gpu: str | None, max_jobs: int) -> str:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        os.makedirs(self.folder)
+        self.error = self._run(self.folder, self.others if self.timed else [], gpu, max_jobs, None)
+        return self.finish() if self.error or not self.timed else "first step done"
+
+    def perf_step(self, gpu: str | None, max_jobs: int, gpu_lock: str | None) -> str:
+        timed_dir = os.path.join(self.folder, "perf_step")
+        self.error = self._run(timed_dir, self.timed, gpu, max_jobs, gpu_lock)
+        if not self.error:
+            try:
+                first, second = (_read_json(os.path.join(d, "results.json")) for d in (self.folder, timed_dir))
+                merged = merge_perf(first, second, set(self.timed) - set(self.others))
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                self.error = f"the two steps' reports could not be merged: {type(error).__name__}: {error}"
+            else:
+                _write_json(merged, os.path.join(self.folder, "results.json"))
+        return self.finish()
+
+    def _run(self, out: str, tests: list[str], gpu: str | None, max_jobs: int, gpu_lock: str | None) -> str | None:
+        env = {**os.environ, "MAX_JOBS": str(max_jobs)}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        command = _grade_command(self.submission.path, self.options, out, self.seed, tests)
+        command += ["--gpu-lock", gpu_lock] if gpu_lock else []
+        start = time.monotonic()
+        error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)
+        self.seconds += time.monotonic() - start
+        self.gpus.append(gpu)
+        return error
+
+    def finish(self) -> str:
+        """Feedback and grading.json; 'graded' or 'failed'."""
+        results_path = os.path.join(self.folder, "results.json")
+        if not self.error and os.path.exists(results_path):
+            try:
+                feedback = gradebook.feedback_text(_read_json(results_path))
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                self.error = f"its results.json could not be read: {type(error).__name__}: {error}"
+            else:
+                with open(os.path.join(self.folder, "feedback.txt"), "w", encoding="utf-8") as handle:
+                    handle.write(feedback)
+        elif not self.error:
+            self.error = "the grading wrote no results.json"
+        _write_json({"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
+                     "hash": self.digest, "grader_version": self.version,
+                     "status": "failed" if self.error else "graded", "error": self.error, "gpu": self.gpus[0],
+                     "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None, "seed": self.seed,
+                     "seconds": round(self.seconds, 1)}, self.state_path)
+        return "failed" if self.error else "graded"
+
+
+def _read_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def _write_json(data: dict, path: str) -> None:
@@ -208,36 +279,64 @@ def prepare_reference(unit: Unit, gpus: list[str]) -> str:
 
 def grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int | None = None,
               cpus: int | None = None) -> Progress:
-    """Grade every submission; slots pull from one queue, each on its own GPU."""
+    """Grade every submission; slots pull from one queue, each on its own GPU. Where perf cases
+    run, every submission's other cases are graded first, then its perf cases: a perf case
+    then waits only for other perf steps' runs, never for the class's long correctness and
+    compute-sanitizer runs, and each times alone on its GPU (autograder/gpu_lock.py)."""
     jobs, max_jobs = worker_plan(jobs, gpus, cpus or len(os.sched_getaffinity(0)), available_memory_gb())
     version = grader_version(options.unit)
+    timed_here = perf_runs_here(options.unit.tests(hidden=True).CASES, bool(gpus))
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)
+    steps = perf_split(options.unit) if timed_here else ([], [])
+    gradings = [Grading(submission, options, version, steps) for submission in submissions]
+    print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
+          f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
+          file=sys.stderr)
+    progress = Progress(len(submissions), label="other cases " if timed_here else "")
+    to_time: list[Grading] = []
+
+    def first(grading: Grading, gpu: str | None) -> None:
+        outcome = "skipped" if grading.unchanged() else grading.first_step(gpu, max_jobs)
+        if outcome == "first step done":
+            to_time.append(grading)
+            outcome = "graded"
+        progress.count(outcome)
+
+    _in_slots(jobs, gpus, gradings, first)
+    if not to_time:
+        return progress
+    perf_progress = Progress(len(to_time), label="perf cases ")
     # On this machine's disk (a Slurm job's OUT may be on a network filesystem): one lock per GPU.
     lock_folder = tempfile.mkdtemp(prefix="grade-all-gpu-locks-")
     locks = {gpu: os.path.join(lock_folder, f"gpu{gpu}") for gpu in gpus}
+    try:
+        _in_slots(jobs, gpus, to_time,
+                  lambda grading, gpu: perf_progress.count(grading.perf_step(gpu, max_jobs, locks.get(gpu))))
+    finally:
+        shutil.rmtree(lock_folder, ignore_errors=True)
+    progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
+    progress.failed += perf_progress.failed
+    return progress
+
+
+def _in_slots(jobs: int, gpus: list[str], items: list, work) -> None:
+    """work(item, gpu) for every item, `jobs` at a time, slot k always on GPU gpus[k % len(gpus)]."""
     pending: queue.Queue = queue.Queue()
-    for submission in submissions:
-        pending.put(submission)
-    progress = Progress(len(submissions))
-    print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
-          f"processes each, GPUs: {', '.join(gpus) or 'none'}", file=sys.stderr)
+    for item in items:
+        pending.put(item)
 
     def slot(gpu: str | None) -> None:
         while True:
             try:
-                submission = pending.get_nowait()
+                item = pending.get_nowait()
             except queue.Empty:
                 return
-            progress.count(grade_one(submission, options, version, gpu, max_jobs, locks.get(gpu)))
+            work(item, gpu)
 
     threads = [threading.Thread(target=slot, args=(gpu,)) for gpu in slot_gpus(jobs, gpus)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        shutil.rmtree(lock_folder, ignore_errors=True)
-    return progress
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -50,6 +50,9 @@ def main(folder: str) -> int:
     cases = {case.name: case for case in spec.CASES}
     if request["device"].startswith("cuda"):
         torch.zeros(1, device=request["device"])  # create the context now, not inside the first case's time
+    open(files.warm, "w").close()
+    while not os.path.exists(files.go):  # no student code runs before: in a batch, the GPU's lock is held
+        time.sleep(0.002)
     module = None  # the baseline run: torch's own ops, timed where no student code was loaded
     if request["built"] is not None:
         module = load(Plan.from_json(request["plan"]), Built(**request["built"]), request["source_dir"])
@@ -58,8 +61,6 @@ def main(folder: str) -> int:
         entry = request["reference"]
         reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
-    while not os.path.exists(files.go):  # the runner may first wait for the GPU's lock
-        time.sleep(0.002)
 
     for index, name in request["cases"]:
         case = cases[name]

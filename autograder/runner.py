@@ -29,16 +29,18 @@ class GroupFiles:
     """The file protocol between the runner and a child, in the child's folder:
     request.json   what to load and which cases to run (written by the runner)
     <i>.inputs.pt  case i's input sets (runner)
-    ready          the child loaded the module and waits for go (child)
-    go             run the cases: the GPU's lock is held, if any (runner)
+    warm           torch is imported and the CUDA context made; the child waits for go (child)
+    go             load the module and run the cases: the GPU's lock is held, if any (runner)
+    ready          the child loaded the module and is about to run cases (child)
     <i>.started    the child began case i (child)
     <i>.result.pt  case i's raw result, written whole (child)"""
 
     def __init__(self, folder: str):
         self.folder = folder
         self.request = os.path.join(folder, "request.json")
-        self.ready = os.path.join(folder, "ready")
+        self.warm = os.path.join(folder, "warm")
         self.go = os.path.join(folder, "go")
+        self.ready = os.path.join(folder, "ready")
 
     def inputs(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.inputs.pt")
@@ -134,75 +136,64 @@ class GroupRunner:
 
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is
-        blamed for, or None).
-
-        In a batch, a child on the GPU runs holding the GPU's lock, alone for perf cases. One
-        that loads student code holds it from before it starts: that code runs from import
-        on, and could disturb another grading's timing. One that does not (torch's op and the
-        reference, timed) starts first and takes it once ready."""
+        blamed for, or None). In a batch, a child on the GPU loads its module and runs its
+        cases holding the GPU's lock, alone for perf cases; it starts (torch, the CUDA
+        context) without it, and no student code runs before it is held."""
         request = {**self.load, "device": device, "cases": [(i, c.name) for i, c in cases]}
         with open(files.request, "w") as handle:
             json.dump(request, handle)
-        alone = any(case.kind == "perf" for _, case in cases)
         gated = self.gpu_lock is not None and device.startswith("cuda")
-        trusted = self.load.get("built") is None
-        held: list[Held] = []
-        if gated and not trusted and not self._lock(alone, lambda: self.deadline.passed, held):
-            return self.deadline.not_run(), None
-        if not (gated and trusted):
+        if not gated:
             open(files.go, "w").close()
         self.sandbox.give(files.folder)
         wall = CHILD_START_TIMEOUT * self.slowdown + sum(self.timeout(c) for _, c in cases)
         self.exit_code, self.stdout = None, ""
-        run = None
+        run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
+                                 writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
+                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
+        held: list[Held] = []
+        alone = any(case.kind == "perf" for _, case in cases)
+
+        def open_gate() -> None:
+            start = time.monotonic()
+            lock = self.gpu_lock.acquire(alone, lambda: self.deadline.passed or run.poll() is not None)
+            self.lock_wait_seconds += time.monotonic() - start
+            if lock is not None:
+                held.append(lock)
+                open(files.go, "w").close()
+
         try:
-            run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
-                                     writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
-                                     limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
-
-            def open_gate() -> None:
-                if self._lock(alone, lambda: self.deadline.passed or run.poll() is not None, held):
-                    open(files.go, "w").close()
-
-            reason, blamed = self._watch(run, files, cases, open_gate if gated and trusted else None)
+            reason, blamed = self._watch(run, files, cases, open_gate if gated else None)
         finally:
-            if run is not None:
-                run.kill()  # whatever it left running
-                self.stdout = run.stdout()
+            run.kill()  # whatever it left running, before the lock goes
             for lock in held:
                 lock.release()
+            self.stdout = run.stdout()
         if reason and not reason.startswith(("timed out", "not run")):
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
         return reason, blamed
 
-    def _lock(self, alone: bool, given_up, held: list[Held]) -> bool:
-        """Take the GPU's lock into `held`; False when given up first."""
-        start = time.monotonic()
-        lock = self.gpu_lock.acquire(alone, given_up)
-        self.lock_wait_seconds += time.monotonic() - start
-        if lock is not None:
-            held.append(lock)
-        return lock is not None
-
     def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]],
                open_gate=None) -> tuple[str, int | None]:
         """Follow the child on this process's clock: a case's time counts from when this
-        process first saw it start, whatever the child does to its files afterwards. A ready
-        child is let go by open_gate() where given (it waits for the GPU's lock, and its
-        waiting counts against no case)."""
+        process first saw it start, whatever the child does to its files afterwards. A warm
+        child is let go by open_gate() where given: it waits for the GPU's lock, and its
+        waiting counts against neither its start nor any case."""
         timeouts = {index: self.timeout(case) for index, case in cases}
         started = idle_since = time.monotonic()
-        ready_at, done_count, seen = None, 0, {}  # seen: case index -> when first seen started
+        waited = 0.0  # for the GPU's lock
+        gate_open, ready_at, done_count, seen = open_gate is None, None, 0, {}  # seen: case -> first seen started
         while True:
             code = run.poll()
             now = time.monotonic()
+            if not gate_open and os.path.exists(files.warm):
+                gate_open = True
+                open_gate()  # blocks while other runs hold the GPU
+                waited, now = time.monotonic() - now, time.monotonic()
             if ready_at is None and os.path.exists(files.ready):
                 ready_at = idle_since = now
-                self.spawn_seconds.append(now - started)
-                if open_gate is not None:
-                    open_gate()  # blocks while other runs hold the GPU; the child waits for go
-                    now = idle_since = time.monotonic()
+                self.spawn_seconds.append(now - started - waited)
             done = {i for i, _ in cases if os.path.exists(files.result(i))}
             if len(done) != done_count:
                 done_count, idle_since = len(done), now
@@ -219,7 +210,7 @@ class GroupRunner:
                 if now - idle_since > EXIT_GRACE:  # its work is done; a thread of its own holds it
                     return "", None
             elif ready_at is None:
-                if now - started > CHILD_START_TIMEOUT * self.slowdown:
+                if now - started - waited > CHILD_START_TIMEOUT * self.slowdown:
                     return f"the module did not load within {CHILD_START_TIMEOUT * self.slowdown:.0f} s", None
             elif running is not None:
                 if now - seen[running] > timeouts[running]:

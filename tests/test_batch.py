@@ -141,23 +141,45 @@ def test_gpu_lock_lets_runs_share_and_a_timer_run_alone(tmp_path):
     assert lock.acquire(True, never) is not None
 
 
-def test_a_grading_of_the_batch_gets_its_gpus_lock(tmp_path, monkeypatch):
-    """One grading process per submission, with the lock of the GPU its slot grades on."""
-    commands = []
+def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(tmp_path, monkeypatch):
+    """day05 on two fake GPUs: each grading's first step leaves out the perf cases; every perf
+    step (the perf cases with the cases they need) comes after the last first step, with the
+    lock of its GPU; the merged report has both steps' tests."""
+    unit = units.load("day05_layernorm_performance")
+    others, timed = batch.perf_split(unit)
+    perf = {c.name for c in unit.tests().CASES if c.kind == "perf"}
+    assert perf <= set(timed) and not perf & set(others) and set(timed) - perf  # needs come along
+    calls = []
 
     def fake_run(command, env, log, timeout):
-        commands.append((command, env.get("CUDA_VISIBLE_DEVICES")))
-        return "not graded here"
+        tests = [command[i + 1] for i, arg in enumerate(command) if arg == "--tests"]
+        lock = command[command.index("--gpu-lock") + 1] if "--gpu-lock" in command else None
+        calls.append((tests, env["CUDA_VISIBLE_DEVICES"], lock))
+        out = command[command.index("--out") + 1]
+        os.makedirs(out, exist_ok=True)
+        names = [t for t in tests if t in perf] if lock else tests
+        report = {"score": float(len(names)), "tests": [
+            {"name": n, "score": 1.0, "max_score": 1.0, "status": "passed", "output": ""} for n in names],
+            "extra_data": {"unit": unit.name, "perf": {n: {"ratio": 1.0} for n in names if n in perf}}}
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump(report, handle)
 
     monkeypatch.setattr(batch, "_run_grading", fake_run)
     monkeypatch.setattr(batch, "prepare_reference", lambda unit, gpus: "")
-    submission = collect.Submission("alice", str(tmp_path), [])
-    options = batch.Options(units.load("day05_layernorm_performance"), str(tmp_path / "out"))
-    batch.grade_all([submission], options, ["1"], jobs=1, cpus=2)
-    (command, gpu), = commands
-    lock = command[command.index("--gpu-lock") + 1]
-    assert gpu == "1" and os.path.basename(lock) == "gpu1" and "--tests" not in command
-    assert not os.path.exists(os.path.dirname(lock))  # removed once the batch is done
+    monkeypatch.setattr(batch, "perf_runs_here", lambda cases, has_gpu: has_gpu)
+    submissions = [collect.Submission(name, str(tmp_path), ()) for name in ("alice", "bob", "carol")]
+    options = batch.Options(unit, str(tmp_path / "out"))
+    progress = batch.grade_all(submissions, options, ["0", "1"], jobs=2, cpus=4)
+    assert progress.graded == 3 and progress.failed == 0
+    firsts = [c for c in calls if c[2] is None]
+    perf_steps = [c for c in calls if c[2] is not None]
+    assert calls == firsts + perf_steps and len(firsts) == len(perf_steps) == 3
+    assert all(tests == others for tests, _, _ in firsts) and all(tests == timed for tests, _, _ in perf_steps)
+    assert all(os.path.basename(lock) == f"gpu{gpu}" for _, gpu, lock in perf_steps)
+    assert not os.path.exists(os.path.dirname(perf_steps[0][2]))  # removed once the batch is done
+    merged = json.loads((tmp_path / "out" / "results" / "bob" / "results.json").read_text())
+    assert [t["name"] for t in merged["tests"]] == others + [n for n in timed if n in perf]
+    assert merged["score"] == len(others) + len(perf) and set(merged["extra_data"]["perf"]) == perf
 
 
 def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(monkeypatch):
