@@ -182,8 +182,10 @@ class Grading:
     two: every other case, then (once the whole class had its first step) the perf cases with
     the cases they need, with the same seed, merged into one results.json."""
 
-    def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]]):
-        self.submission, self.options, self.version = submission, options, version
+    def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]],
+                 share: dict[str, str]):
+        """`share`: the variables that bound its share of the machine (compilers, CPU threads)."""
+        self.submission, self.options, self.version, self.share = submission, options, version, share
         self.others, self.timed = steps
         self.folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
         self.state_path = os.path.join(self.folder, gradebook.STATE)
@@ -200,15 +202,15 @@ class Grading:
         return last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (
             self.digest, self.version)
 
-    def first_step(self, gpu: str | None, max_jobs: int) -> str:
+    def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)
         os.makedirs(self.folder)
-        self.error = self._run(self.folder, self.others if self.timed else [], gpu, max_jobs, None)
+        self.error = self._run(self.folder, self.others if self.timed else [], gpu, None)
         return self.finish() if self.error or not self.timed else "first step done"
 
-    def perf_step(self, gpu: str | None, max_jobs: int, gpu_lock: str | None) -> str:
+    def perf_step(self, gpu: str | None, gpu_lock: str | None) -> str:
         timed_dir = os.path.join(self.folder, "perf_step")
-        self.error = self._run(timed_dir, self.timed, gpu, max_jobs, gpu_lock)
+        self.error = self._run(timed_dir, self.timed, gpu, gpu_lock)
         if not self.error:
             try:
                 first, second = (_read_json(os.path.join(d, "results.json")) for d in (self.folder, timed_dir))
@@ -219,8 +221,8 @@ class Grading:
                 _write_json(merged, os.path.join(self.folder, "results.json"))
         return self.finish()
 
-    def _run(self, out: str, tests: list[str], gpu: str | None, max_jobs: int, gpu_lock: str | None) -> str | None:
-        env = {**os.environ, "MAX_JOBS": str(max_jobs)}
+    def _run(self, out: str, tests: list[str], gpu: str | None, gpu_lock: str | None) -> str | None:
+        env = {**os.environ, **self.share}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
         command = _grade_command(self.submission.path, self.options, out, self.seed, tests)
@@ -283,14 +285,18 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     run, every submission's other cases are graded first, then its perf cases: a perf case
     then waits only for other perf steps' runs, never for the class's long correctness and
     compute-sanitizer runs, and each times alone on its GPU (autograder/gpu_lock.py)."""
-    jobs, max_jobs = worker_plan(jobs, gpus, cpus or len(os.sched_getaffinity(0)), available_memory_gb())
+    cpus = cpus or len(os.sched_getaffinity(0))
+    jobs, max_jobs = worker_plan(jobs, gpus, cpus, available_memory_gb())
     version = grader_version(options.unit)
     timed_here = perf_runs_here(options.unit.tests(hidden=True).CASES, bool(gpus))
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)
     steps = perf_split(options.unit) if timed_here else ([], [])
-    gradings = [Grading(submission, options, version, steps) for submission in submissions]
+    # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
+    # grading per two cores, each gets its share, or their threads fight over the cores.
+    share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
+    gradings = [Grading(submission, options, version, steps, share) for submission in submissions]
     print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
           f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
           file=sys.stderr)
@@ -298,7 +304,7 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     to_time: list[Grading] = []
 
     def first(grading: Grading, gpu: str | None) -> None:
-        outcome = "skipped" if grading.unchanged() else grading.first_step(gpu, max_jobs)
+        outcome = "skipped" if grading.unchanged() else grading.first_step(gpu)
         if outcome == "first step done":
             to_time.append(grading)
             outcome = "graded"
@@ -313,7 +319,7 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     locks = {gpu: os.path.join(lock_folder, f"gpu{gpu}") for gpu in gpus}
     try:
         _in_slots(jobs, gpus, to_time,
-                  lambda grading, gpu: perf_progress.count(grading.perf_step(gpu, max_jobs, locks.get(gpu))))
+                  lambda grading, gpu: perf_progress.count(grading.perf_step(gpu, locks.get(gpu))))
     finally:
         shutil.rmtree(lock_folder, ignore_errors=True)
     progress.graded -= perf_progress.failed  # a perf step that failed fails its grading

@@ -16,7 +16,22 @@ from collections.abc import Callable
 from autograder.runner import GroupRunner
 from course.cases import Case, make_input_sets
 from course.judge import Verdict
-from course.sanitize import ERROR_EXIT, SLOWDOWN, find_sanitizer, report_lines, small_cuda_cases
+from course.sanitize import ERROR_EXIT, SANITIZER, SLOWDOWN, find_sanitizer, report_lines, small_cuda_cases
+
+
+def cases_run_under(spec, case: Case) -> list[tuple[int, Case]]:
+    """(index, case) of the small CUDA cases a sanitizer case runs under its tool."""
+    small_names = {c.name for c in small_cuda_cases(spec)}
+    skip = case.params.get("skip", ())
+    return [(i, c) for i, c in enumerate(spec.CASES) if c.name in small_names
+            and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)]
+
+
+def lost_with(spec, lost: set[str]) -> set[str]:
+    """The sanitizer cases a submission loses along with the cases `lost`: one whose small
+    cases include a lost one has, under its tool, wrong results to vouch for."""
+    return {case.name for case in spec.CASES if case.kind == SANITIZER
+            and any(c.name in lost for _, c in cases_run_under(spec, case))}
 
 
 def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int,
@@ -25,12 +40,9 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
     sandbox, work, env, deadline, shared) for the student's build; judge_result(case, its input
     sets, the child's raw result): the grader's verdict on one case's result."""
     sanitizer = find_sanitizer()
-    small_names = {c.name for c in small_cuda_cases(spec)}
     verdicts = {}
     for index, case in cases:
-        tool, skip = case.params["tool"], case.params.get("skip", ())
-        small = [(i, c) for i, c in enumerate(spec.CASES) if c.name in small_names
-                 and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)]
+        tool, small = case.params["tool"], cases_run_under(spec, case)
         if sanitizer is None:
             verdicts[index] = Verdict(False, "not run: compute-sanitizer is not on the grading machine")
             continue

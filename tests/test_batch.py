@@ -155,6 +155,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
         tests = [command[i + 1] for i, arg in enumerate(command) if arg == "--tests"]
         lock = command[command.index("--gpu-lock") + 1] if "--gpu-lock" in command else None
         calls.append((tests, env["CUDA_VISIBLE_DEVICES"], lock))
+        assert env["MAX_JOBS"] == env["OMP_NUM_THREADS"] == "2"  # its share of the 4 cores
         out = command[command.index("--out") + 1]
         os.makedirs(out, exist_ok=True)
         names = [t for t in tests if t in perf] if lock else tests
@@ -167,6 +168,8 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     monkeypatch.setattr(batch, "_run_grading", fake_run)
     monkeypatch.setattr(batch, "prepare_reference", lambda unit, gpus: "")
     monkeypatch.setattr(batch, "perf_runs_here", lambda cases, has_gpu: has_gpu)
+    monkeypatch.setattr(batch, "available_memory_gb", lambda: 64.0)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     submissions = [collect.Submission(name, str(tmp_path), ()) for name in ("alice", "bob", "carol")]
     options = batch.Options(unit, str(tmp_path / "out"))
     progress = batch.grade_all(submissions, options, ["0", "1"], jobs=2, cpus=4)

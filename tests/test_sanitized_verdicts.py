@@ -1,12 +1,13 @@
 """The graded sanitizer cases' verdicts come from the tool's exit code: a stand-in for
 compute-sanitizer, on a machine without a GPU, exits as the real one would."""
+import json
 import os
 import stat
 
 import pytest
 import torch
 
-from autograder import sanitized
+from autograder import mutants, sample_class, sanitized
 from autograder.deadline import Deadline
 from autograder.grade import child_env
 from autograder.sandbox import Sandbox
@@ -81,3 +82,29 @@ def test_without_the_tool_the_cases_are_not_run(tmp_path, monkeypatch):
     monkeypatch.setattr(sanitized, "find_sanitizer", lambda: None)
     verdicts = sanitized.sanitized_verdicts(SPEC, CASES, {}, 1, _judged_by_its_kind)
     assert all(v.message.startswith("not run: compute-sanitizer") for v in verdicts.values())
+
+
+def test_a_case_lost_on_a_small_input_costs_the_sanitizer_cases_that_run_it(tmp_path, monkeypatch):
+    """Under its tool, a wrong small case leaves nothing to vouch for: the class check expects
+    those sanitizer cases lost too, where a mutant's `loses` does not list them."""
+    memcheck = next(case for _, case in CASES if case.params["tool"] == "memcheck")
+    small = sanitized.cases_run_under(SPEC, memcheck)
+    assert small and all(case.kind == "values" and case.device.startswith("cuda") for _, case in small)
+    sanitizer_names = {case.name for _, case in CASES}
+    assert sanitized.lost_with(SPEC, {small[0][1].name}) <= sanitizer_names
+    assert memcheck.name in sanitized.lost_with(SPEC, {small[0][1].name})
+    assert sanitized.lost_with(SPEC, {"cpu_fwd_fp32"}) == set()
+
+    names = [case.name for case in SPEC.CASES]
+    wrong_small = mutants.Mutant("wrong_small", "", (small[0][1].name,), (), (), True)
+    monkeypatch.setattr(mutants, "load", lambda unit: {"wrong_small": wrong_small})
+
+    def checked(lost: set[str]) -> list[str]:
+        folder = tmp_path / "results" / "wrong_small_0"
+        folder.mkdir(parents=True, exist_ok=True)
+        tests = [{"name": n, "status": "failed" if n in lost else "passed", "output": ""} for n in names]
+        (folder / "results.json").write_text(json.dumps({"tests": tests}))
+        return sample_class.check(UNIT, str(tmp_path))
+
+    assert checked({small[0][1].name} | sanitized.lost_with(SPEC, {small[0][1].name})) == []
+    assert "kept" in checked({small[0][1].name})[0]
