@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--out", default="results", help="folder for results.json")
     grade_parser.add_argument("--seed", type=int, help="input seed (secret and random when not given)")
     grade_parser.add_argument("--gpu-lock", help="the GPU's lock files, shared by a batch's gradings (grade-all sets it)")
+    grade_parser.add_argument("--no-own-tests", action="store_true",
+                              help="leave out a package's own tests/ (grade-all's perf step: its first step ran them)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
             _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
-                              gpu_lock=args.gpu_lock, **options)
+                              gpu_lock=args.gpu_lock, own_tests=not args.no_own_tests, **options)
             return 0
         ok = True
         for unit in units.all_units():

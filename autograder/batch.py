@@ -226,7 +226,7 @@ class Grading:
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
         command = _grade_command(self.submission.path, self.options, out, self.seed, tests)
-        command += ["--gpu-lock", gpu_lock] if gpu_lock else []
+        command += ["--gpu-lock", gpu_lock, "--no-own-tests"] if gpu_lock else []
         start = time.monotonic()
         error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)
         self.seconds += time.monotonic() - start

@@ -149,12 +149,13 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     others, timed = batch.perf_split(unit)
     perf = {c.name for c in unit.tests().CASES if c.kind == "perf"}
     assert perf <= set(timed) and not perf & set(others) and set(timed) - perf  # needs come along
-    calls = []
+    calls, commands = [], []
 
     def fake_run(command, env, log, timeout):
         tests = [command[i + 1] for i, arg in enumerate(command) if arg == "--tests"]
         lock = command[command.index("--gpu-lock") + 1] if "--gpu-lock" in command else None
         calls.append((tests, env["CUDA_VISIBLE_DEVICES"], lock))
+        commands.append((command, lock))
         assert env["MAX_JOBS"] == env["OMP_NUM_THREADS"] == "2"  # its share of the 4 cores
         out = command[command.index("--out") + 1]
         os.makedirs(out, exist_ok=True)
@@ -179,6 +180,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     assert calls == firsts + perf_steps and len(firsts) == len(perf_steps) == 3
     assert all(tests == others for tests, _, _ in firsts) and all(tests == timed for tests, _, _ in perf_steps)
     assert all(os.path.basename(lock) == f"gpu{gpu}" for _, gpu, lock in perf_steps)
+    assert all(("--no-own-tests" in command) == (lock is not None) for command, lock in commands)
     assert not os.path.exists(os.path.dirname(perf_steps[0][2]))  # removed once the batch is done
     merged = json.loads((tmp_path / "out" / "results" / "bob" / "results.json").read_text())
     assert [t["name"] for t in merged["tests"]] == others + [n for n in timed if n in perf]
