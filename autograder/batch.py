@@ -190,7 +190,7 @@ class Grading:
         self.folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
         self.state_path = os.path.join(self.folder, gradebook.STATE)
         self.digest = content_hash(submission.path)
-        self.seed, self.seconds, self.gpus = secrets.randbits(62), 0.0, []
+        self.seed, self.seconds, self.gpus = secrets.randbits(62), [], []  # per step
         self.error: str | None = None
 
     def unchanged(self) -> bool:
@@ -229,7 +229,7 @@ class Grading:
         command += ["--gpu-lock", gpu_lock, "--no-own-tests"] if gpu_lock else []
         start = time.monotonic()
         error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)
-        self.seconds += time.monotonic() - start
+        self.seconds.append(round(time.monotonic() - start, 1))
         self.gpus.append(gpu)
         return error
 
@@ -250,7 +250,7 @@ class Grading:
                      "hash": self.digest, "grader_version": self.version,
                      "status": "failed" if self.error else "graded", "error": self.error, "gpu": self.gpus[0],
                      "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None, "seed": self.seed,
-                     "seconds": round(self.seconds, 1)}, self.state_path)
+                     "seconds": round(sum(self.seconds), 1), "step_seconds": self.seconds}, self.state_path)
         return "failed" if self.error else "graded"
 
 
