@@ -189,17 +189,21 @@ class Grading:
         self.others, self.timed = steps
         self.folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
         self.state_path = os.path.join(self.folder, gradebook.STATE)
-        self.digest = content_hash(submission.path)
+        self.digest = ""  # of its content, read when its grading starts
         self.seed, self.seconds, self.gpus = secrets.randbits(62), [], []  # per step
         self.error: str | None = None
 
     def unchanged(self) -> bool:
         """Graded before, by this grader version, with this content."""
+        self.digest = content_hash(self.submission.path)
         if self.options.regrade or not os.path.exists(self.state_path):
             return False
-        with open(self.state_path, encoding="utf-8") as handle:
-            last = json.load(handle)
-        return last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (
+        try:
+            with open(self.state_path, encoding="utf-8") as handle:
+                last = json.load(handle)
+        except (OSError, ValueError):
+            return False  # a state it cannot read: grade it again
+        return isinstance(last, dict) and last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (
             self.digest, self.version)
 
     def first_step(self, gpu: str | None) -> str:
@@ -304,7 +308,7 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     to_time: list[Grading] = []
 
     def first(grading: Grading, gpu: str | None) -> None:
-        outcome = "skipped" if grading.unchanged() else grading.first_step(gpu)
+        outcome = _guarded(grading, lambda: "skipped" if grading.unchanged() else grading.first_step(gpu))
         if outcome == "first step done":
             to_time.append(grading)
             outcome = "graded"
@@ -319,12 +323,23 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     locks = {gpu: os.path.join(lock_folder, f"gpu{gpu}") for gpu in gpus}
     try:
         _in_slots(jobs, gpus, to_time,
-                  lambda grading, gpu: perf_progress.count(grading.perf_step(gpu, locks.get(gpu))))
+                  lambda grading, gpu: perf_progress.count(_guarded(grading, lambda: grading.perf_step(
+                      gpu, locks.get(gpu)))))
     finally:
         shutil.rmtree(lock_folder, ignore_errors=True)
     progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
     progress.failed += perf_progress.failed
     return progress
+
+
+def _guarded(grading: Grading, step) -> str:
+    """step()'s outcome, or 'failed' where the grader itself failed on this submission: the
+    rest of the class is graded all the same."""
+    try:
+        return step()
+    except Exception as error:  # noqa: BLE001 - one submission's grader failure stops no other
+        print(f"warning: {grading.submission.id}: the grader failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return "failed"
 
 
 def _in_slots(jobs: int, gpus: list[str], items: list, work) -> None:

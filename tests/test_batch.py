@@ -204,3 +204,27 @@ def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(mon
 
     monkeypatch.setattr(batch, "reference", fails)
     assert "disk full" in batch.prepare_reference(unit, ["0"])
+
+
+def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, monkeypatch, capsys):
+    """alice's hand-in is gone by the time its grading starts, and bob's last state cannot be
+    read: alice's grading fails, bob is graded again, and the batch goes on."""
+    graded = []
+
+    def fake_run(command, env, log, timeout):
+        out = command[command.index("--out") + 1]
+        graded.append(os.path.basename(out))
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump({"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}}, handle)
+
+    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    options = batch.Options(UNIT, str(tmp_path / "out"))
+    state = tmp_path / "out" / "results" / "bob"
+    state.mkdir(parents=True)
+    (state / gradebook.STATE).write_text("{not json")
+    submissions = [collect.Submission("alice", str(tmp_path / "gone.zip"), ()),
+                   collect.Submission("bob", str(tmp_path / "bob.ipynb"), ())]
+    (tmp_path / "bob.ipynb").write_text("{}")
+    progress = batch.grade_all(submissions, options, [], jobs=1, cpus=2)
+    assert (progress.graded, progress.failed) == (1, 1) and graded == ["bob"]
+    assert "alice: the grader failed: FileNotFoundError" in capsys.readouterr().err
