@@ -5,8 +5,9 @@ batch runs on the GPU while it times. Two files make it fair (flock alone lets a
 shared holders starve a timer): a waiting timer holds the turnstile, which every newcomer
 passes through first, so runs that arrive after it wait until it is done.
 
-The lock is taken once a test process is ready (torch imported, the CUDA context made, the
-module loaded): starting a process needs no lock, and a timer waits only for runs.
+The runner takes it once a test process is warm (torch imported, the CUDA context made) and
+only then lets it load the module (autograder/runner.py): starting a process needs no lock,
+and no student code runs on the GPU without it.
 """
 from __future__ import annotations
 
