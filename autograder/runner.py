@@ -142,7 +142,7 @@ class GroupRunner:
         request = {**self.load, "device": device, "cases": [(i, c.name) for i, c in cases]}
         with open(files.request, "w") as handle:
             json.dump(request, handle)
-        gated = self.gpu_lock is not None and device.startswith("cuda")
+        gated = self._gated(device)
         if not gated:
             open(files.go, "w").close()
         self.sandbox.give(files.folder)
@@ -173,6 +173,10 @@ class GroupRunner:
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
         return reason, blamed
+
+    def _gated(self, device: str) -> bool:
+        """Whether a child on `device` waits for the GPU's lock before it loads the module."""
+        return self.gpu_lock is not None and device.startswith("cuda")
 
     def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]],
                open_gate=None) -> tuple[str, int | None]:

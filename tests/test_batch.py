@@ -1,7 +1,10 @@
 """grade-all over a small class of day01 (CPU paths): a Gradescope export of reference copies
 as a zip, a folder and a notebook, a mutant, and an unreadable zip. Its gradebook shows each
-its expected score, a second run grades nothing again, and two fake GPUs share the work."""
+its expected score, a second run grades nothing again, and two fake GPUs share the work. Then
+the batch's steps and its GPU lock: runs share a GPU, a timing runs alone, and a test process
+loads student code only once it holds the lock."""
 import csv
+import glob
 import json
 import os
 import shutil
@@ -13,9 +16,14 @@ import pytest
 
 from autograder import batch, collect, gradebook, mutants
 from autograder.__main__ import main
+from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
+from autograder.grade import child_env
+from autograder.runner import GroupRunner
+from autograder.sandbox import Sandbox
 from course.authoring import units
 from course.authoring.units import REPO
+from course.cases import make_input_sets
 
 UNIT = units.load("day01_relu_bias")
 MUTANT = mutants.load(UNIT)["gradient_not_masked"]  # a .py edit: no compile beyond the reference's
@@ -228,3 +236,41 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
     progress = batch.grade_all(submissions, options, [], jobs=1, cpus=2)
     assert (progress.graded, progress.failed) == (1, 1) and graded == ["bob"]
     assert "alice: the grader failed: FileNotFoundError" in capsys.readouterr().err
+
+
+class _CpuAsGpu(GroupRunner):
+    """A runner that gates its CPU children as it would a GPU's: the protocol, without a GPU."""
+
+    def _gated(self, device: str) -> bool:
+        return self.gpu_lock is not None
+
+
+def test_a_child_loads_its_module_only_once_the_runner_holds_the_gpus_lock(tmp_path):
+    lock = GpuLock(str(tmp_path / "locks" / "gpu0"))
+    timing = lock.acquire(True, lambda: False)  # another grading times on the GPU
+    env = child_env(None)
+    sandbox = Sandbox.open("none", str(tmp_path), env=env)
+    load = {"solutions": UNIT.solutions, "unit": UNIT.name, "plan": UNIT.plan().to_json(), "built": None,
+            "source_dir": str(tmp_path)}
+    runner = _CpuAsGpu(load, sandbox, str(tmp_path), env, Deadline(300), prefix="run_", gpu_lock=lock)
+    index, case = next((i, c) for i, c in enumerate(UNIT.tests().CASES) if c.device == "cpu" and c.kind == "values")
+    outcomes = {}
+    thread = threading.Thread(target=lambda: outcomes.update(
+        runner.run("cpu", "cpu", [(index, case)], {index: make_input_sets(UNIT.tests(), case, 1)})))
+    try:
+        thread.start()
+        deadline = time.monotonic() + 120
+        while not glob.glob(str(tmp_path / "run_cpu.*" / "warm")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        folder, = glob.glob(str(tmp_path / "run_cpu.*"))
+        time.sleep(1.0)
+        assert os.listdir(folder) and not any(name in os.listdir(folder) for name in ("go", "ready"))
+        assert thread.is_alive()  # the child waits, warm, with no module loaded
+        timing.release()
+        thread.join(timeout=120)
+        assert set(outcomes) == {index} and isinstance(outcomes[index], dict)
+        assert runner.lock_wait_seconds >= 1.0 and os.path.exists(os.path.join(folder, "ready"))
+    finally:
+        timing.release()
+        thread.join(timeout=120)
+        sandbox.close()
