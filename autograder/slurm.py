@@ -51,9 +51,9 @@ def scripts(job: Job) -> dict[str, str]:
                "--gpus", "all" if job.gpus_per_task else "none", "--sandbox", job.sandbox, "--no-reports"]
     command += ["--jobs", str(job.jobs)] if job.jobs else []
     grade = _header(job, f"grade-{job.unit}", os.path.join(logs, "grade_%A_%a.log"), resources)
-    # MAX_JOBS and the slots follow the task's cores, not the node's.
-    grade += ['export OMP_NUM_THREADS=1', " ".join(shlex.quote(part) for part in command)
-              + f' --shard "$SLURM_ARRAY_TASK_ID/{job.shards}"']
+    # The slots, MAX_JOBS and OMP_NUM_THREADS follow the task's cores, not the node's (grade-all
+    # reads the cores it may run on).
+    grade += [" ".join(shlex.quote(part) for part in command) + f' --shard "$SLURM_ARRAY_TASK_ID/{job.shards}"']
     merge = _header(job, f"merge-{job.unit}", os.path.join(logs, "merge_%j.log"), ["--cpus-per-task=1"])
     merge += [" ".join(shlex.quote(p) for p in [job.python, "-m", "autograder", "merge", job.out, "--unit", job.unit])]
     submit = ["#!/usr/bin/env bash", "# Submit the array, then the merge once every task has ended.",
