@@ -4,6 +4,7 @@ its expected score, a second run grades nothing again, and two fake GPUs share t
 the batch's steps and its GPU lock: runs share a GPU, a timing runs alone, and a test process
 loads student code only once it holds the lock."""
 import csv
+import fcntl
 import glob
 import json
 import os
@@ -126,6 +127,22 @@ def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
         batch.parse_gpus("first")
 
 
+def _wait_until_held(path: str) -> None:
+    """Until another open file holds the lock file at `path` (a waiting timer, its turnstile)."""
+    handle = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        for _ in range(500):
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+            except BlockingIOError:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"nothing took {path} in 10 s")
+    finally:
+        os.close(handle)
+
+
 def test_gpu_lock_lets_runs_share_and_a_timer_run_alone(tmp_path):
     """Runs share the GPU; a timer waits for them, and a run that comes after the timer waits
     for it (it is not starved by a stream of runs)."""
@@ -136,7 +153,7 @@ def test_gpu_lock_lets_runs_share_and_a_timer_run_alone(tmp_path):
     timer: list = []
     waiter = threading.Thread(target=lambda: timer.append(lock.acquire(True, never)))
     waiter.start()
-    time.sleep(0.2)
+    _wait_until_held(str(tmp_path / "gpu0.turnstile"))  # the timer is in line
     assert timer == []  # the runs still hold it
     gave_up_at = time.monotonic() + 0.3
     assert lock.acquire(False, lambda: time.monotonic() > gave_up_at) is None  # behind the waiting timer
