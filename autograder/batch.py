@@ -199,12 +199,11 @@ class Grading:
         if self.options.regrade or not os.path.exists(self.state_path):
             return False
         try:
-            with open(self.state_path, encoding="utf-8") as handle:
-                last = json.load(handle)
+            last = _read_json(self.state_path)
         except (OSError, ValueError):
             return False  # a state it cannot read: grade it again
-        return isinstance(last, dict) and last.get("status") == "graded" and (last.get("hash"), last.get("grader_version")) == (
-            self.digest, self.version)
+        return (isinstance(last, dict) and last.get("status") == "graded"
+                and (last.get("hash"), last.get("grader_version")) == (self.digest, self.version))
 
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)

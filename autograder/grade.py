@@ -172,6 +172,13 @@ def suite_files(unit: Unit) -> list[str]:
     return [unit.suite_path(hidden=False), unit.suite_path(hidden=True), *shared]
 
 
+def hidden_from_runs(unit: Unit, gpu_lock: str | None) -> list[str]:
+    """Folders a bwrap run sees empty: the course's solutions (but for suite_files), and in a
+    batch the GPU locks' folder, where a run of the grader's own uid could otherwise take a
+    lock and hold up another grading's timing."""
+    return [unit.solutions, *([os.path.dirname(os.path.abspath(gpu_lock))] if gpu_lock else [])]
+
+
 def perf_runs_here(cases, has_gpu: bool) -> bool:
     """Whether any of `cases` is a perf case this machine can run (a GPU one needs a GPU)."""
     return any(case.kind == "perf" and (has_gpu or not case.device.startswith("cuda")) for case in cases)
@@ -203,7 +210,8 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     root = tempfile.mkdtemp(prefix=f"grade_{unit.name}_", dir=parent)
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
-    sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit), hidden=[unit.solutions], env=env)
+    sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit), hidden=hidden_from_runs(unit, gpu_lock),
+                           env=env)
     lock = GpuLock(gpu_lock) if gpu_lock and capability is not None else None
     baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout, lock)
     try:

@@ -2,8 +2,10 @@
 a run may write and read, its limits, its output, and nothing of it left once it ends."""
 import json
 import os
+import shutil
 import site
 import sys
+import tempfile
 
 import pytest
 
@@ -172,3 +174,31 @@ print(json.dumps({{"secret": [p for p in {secret!r} if readable(p)],
         assert seen["listed"] == ["hidden_tests.py", "public_tests.py"], seen
     finally:
         box.close()
+
+
+def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
+    """A run of the grader's own uid (bwrap without root) could otherwise open a lock file and
+    hold it, so that another grading's perf cases wait out their time. /var/tmp, because bwrap
+    hides all of /tmp anyway."""
+    from autograder.gpu_lock import GpuLock
+    from autograder.grade import hidden_from_runs
+    from course.authoring import units
+
+    if not os.path.isdir("/var/tmp"):
+        pytest.skip("no /var/tmp")
+    locks = tempfile.mkdtemp(prefix="gpu-locks-", dir="/var/tmp")
+    try:
+        lock = GpuLock(os.path.join(locks, "gpu0"))
+        lock.acquire(False, lambda: False).release()  # its files exist
+        box = Sandbox.open("auto", str(tmp_path), hidden=hidden_from_runs(units.load("day01_relu_bias"), lock.path))
+        try:
+            if box.mode != "bwrap":
+                pytest.skip("only bubblewrap can hide files any user may read")
+            code = f"import os; print(sorted(os.listdir({locks!r})))"
+            exit_code, output, _ = _run(box, tmp_path, code)
+            assert exit_code == 0 and output.strip().splitlines()[-1] == "[]", output
+            assert sorted(os.listdir(locks)) == ["gpu0.lock", "gpu0.turnstile"]  # there, for the grader
+        finally:
+            box.close()
+    finally:
+        shutil.rmtree(locks, ignore_errors=True)
