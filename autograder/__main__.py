@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--gpu-lock", help="the GPU's lock files, shared by a batch's gradings (grade-all sets it)")
     grade_parser.add_argument("--no-own-tests", action="store_true",
                               help="leave out a package's own tests/ (grade-all's perf step: its first step ran them)")
+    grade_parser.add_argument("--keep-build", metavar="DIR",
+                              help="store the build into DIR, a new folder, for a later step (grade-all sets it)")
+    grade_parser.add_argument("--prebuilt", metavar="DIR",
+                              help="run the build a first step kept in DIR instead of building (grade-all sets it)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
@@ -62,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
             _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
-                              gpu_lock=args.gpu_lock, own_tests=not args.no_own_tests, **options)
+                              gpu_lock=args.gpu_lock, own_tests=not args.no_own_tests, keep_build=args.keep_build,
+                              prebuilt=args.prebuilt, **options)
             return 0
         ok = True
         for unit in units.all_units():

@@ -13,7 +13,8 @@ another's grade. Workers ("slots") run side by side:
   all end before the first perf step starts: a perf case, which must time alone on its GPU,
   then never waits for the long correctness and compute-sanitizer runs. The perf steps share
   each GPU through its lock (autograder/gpu_lock.py): their test processes together, each
-  perf run alone.
+  perf run alone. A perf step runs the build its first step kept (autograder/stored_build.py),
+  rather than compile it again.
 
 A submission whose hash and the grader's version match its last grading is skipped, unless
 `regrade`. What each grading left (OUT/results/<id>/) is all the reports need
@@ -183,10 +184,12 @@ class Grading:
     the cases they need, with the same seed, merged into one results.json."""
 
     def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]],
-                 share: dict[str, str]):
-        """`share`: the variables that bound its share of the machine (compilers, CPU threads)."""
+                 share: dict[str, str], builds: str):
+        """`share`: the variables that bound its share of the machine (compilers, CPU threads).
+        `builds`: the batch's private folder where a first step keeps its build for the perf step."""
         self.submission, self.options, self.version, self.share = submission, options, version, share
         self.others, self.timed = steps
+        self.kept_build = os.path.join(builds, submission.id)
         self.folder = os.path.join(options.out, gradebook.RESULTS, submission.id)
         self.state_path = os.path.join(self.folder, gradebook.STATE)
         self.digest = ""  # of its content, read when its grading starts
@@ -208,12 +211,16 @@ class Grading:
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)
         os.makedirs(self.folder)
-        self.error = self._run(self.folder, self.others if self.timed else [], gpu, None)
+        keep = ["--keep-build", self.kept_build] if self.timed else []
+        self.error = self._run(self.folder, self.others if self.timed else [], gpu, keep)
         return self.finish() if self.error or not self.timed else "first step done"
 
     def perf_step(self, gpu: str | None, gpu_lock: str | None) -> str:
         timed_dir = os.path.join(self.folder, "perf_step")
-        self.error = self._run(timed_dir, self.timed, gpu, gpu_lock)
+        batch_only = ["--gpu-lock", gpu_lock] if gpu_lock else []
+        batch_only += ["--no-own-tests", "--prebuilt", self.kept_build]
+        self.error = self._run(timed_dir, self.timed, gpu, batch_only)
+        shutil.rmtree(self.kept_build, ignore_errors=True)
         if not self.error:
             try:
                 first, second = (_read_json(os.path.join(d, "results.json")) for d in (self.folder, timed_dir))
@@ -224,12 +231,11 @@ class Grading:
                 _write_json(merged, os.path.join(self.folder, "results.json"))
         return self.finish()
 
-    def _run(self, out: str, tests: list[str], gpu: str | None, gpu_lock: str | None) -> str | None:
+    def _run(self, out: str, tests: list[str], gpu: str | None, step_options: list[str]) -> str | None:
         env = {**os.environ, **self.share}
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = gpu
-        command = _grade_command(self.submission.path, self.options, out, self.seed, tests)
-        command += ["--gpu-lock", gpu_lock, "--no-own-tests"] if gpu_lock else []
+        command = _grade_command(self.submission.path, self.options, out, self.seed, tests) + step_options
         start = time.monotonic()
         error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)
         self.seconds.append(round(time.monotonic() - start, 1))
@@ -299,7 +305,21 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
     # grading per two cores, each gets its share, or their threads fight over the cores.
     share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
-    gradings = [Grading(submission, options, version, steps, share) for submission in submissions]
+    # This machine's own disk (a Slurm job's OUT may be on a network filesystem), private to the
+    # grader: the GPUs' locks, and the builds kept between a grading's two steps.
+    private = tempfile.mkdtemp(prefix="grade-all-")
+    os.makedirs(os.path.join(private, "builds"))
+    try:
+        return _grade_all(submissions, options, gpus, jobs, max_jobs, version, steps, share, private)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int, max_jobs: int,
+               version: str, steps: tuple[list[str], list[str]], share: dict[str, str], private: str) -> Progress:
+    timed_here = bool(steps[1])
+    gradings = [Grading(submission, options, version, steps, share, os.path.join(private, "builds"))
+                for submission in submissions]
     print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
           f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
           file=sys.stderr)
@@ -317,15 +337,10 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     if not to_time:
         return progress
     perf_progress = Progress(len(to_time), label="perf cases ")
-    # On this machine's disk (a Slurm job's OUT may be on a network filesystem): one lock per GPU.
-    lock_folder = tempfile.mkdtemp(prefix="grade-all-gpu-locks-")
-    locks = {gpu: os.path.join(lock_folder, f"gpu{gpu}") for gpu in gpus}
-    try:
-        _in_slots(jobs, gpus, to_time,
-                  lambda grading, gpu: perf_progress.count(_guarded(grading, lambda: grading.perf_step(
-                      gpu, locks.get(gpu)))))
-    finally:
-        shutil.rmtree(lock_folder, ignore_errors=True)
+    locks = {gpu: os.path.join(private, f"gpu{gpu}") for gpu in gpus}
+    _in_slots(jobs, gpus, to_time,
+              lambda grading, gpu: perf_progress.count(_guarded(grading, lambda: grading.perf_step(
+                  gpu, locks.get(gpu)))))
     progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
     progress.failed += perf_progress.failed
     return progress

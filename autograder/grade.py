@@ -29,6 +29,7 @@ from autograder.results import Grade, TestResult
 from autograder.reference import reference
 from autograder.runner import GroupRunner
 from autograder.sanitized import sanitized_verdicts
+from autograder.stored_build import StoredBuild, store
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.submission import SubmissionError, materialize
 from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
@@ -147,6 +148,23 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     return test, built, box, source_dir, answers
 
 
+def _keep(folder: str, source_dir: str, built: Built, unit: Unit, box: str) -> None:
+    """Store the build for the perf step; one it cannot store, it builds again."""
+    try:
+        store(folder, source_dir, built, unit.plan().to_json(), within=box)
+    except (OSError, ValueError) as error:
+        print(f"warning: the build was not kept for the perf step: {error}", file=sys.stderr)
+
+
+def _from_first_step(stored: StoredBuild, sandbox: Sandbox, work: str) -> tuple[TestResult, Built, str, str]:
+    """(the build test, the build, its folder, the sources' folder) of a fresh copy of the
+    build the first step kept."""
+    box, load = stored.copy_into(sandbox.folder(work, "prebuilt."))
+    sandbox.give(box)
+    test = TestResult("build", 1.0, True, "built in the grading's first step", visibility="visible", tags=("build",))
+    return test, Built(**load["built"]), box, load["source_dir"]
+
+
 def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_kernels: frozenset[str]) -> Verdict:
     """The judge's verdict on a child's raw result, once the result is known to be well formed."""
     if not isinstance(outcome, dict):
@@ -172,11 +190,13 @@ def suite_files(unit: Unit) -> list[str]:
     return [unit.suite_path(hidden=False), unit.suite_path(hidden=True), *shared]
 
 
-def hidden_from_runs(unit: Unit, gpu_lock: str | None) -> list[str]:
+def hidden_from_runs(unit: Unit, *batch_paths: str | None) -> list[str]:
     """Folders a bwrap run sees empty: the course's solutions (but for suite_files), and in a
-    batch the GPU locks' folder, where a run of the grader's own uid could otherwise take a
-    lock and hold up another grading's timing."""
-    return [unit.solutions, *([os.path.dirname(os.path.abspath(gpu_lock))] if gpu_lock else [])]
+    batch the folders of its GPU locks and kept builds (batch_paths: files in them). A run of
+    the grader's own uid could otherwise take a lock and hold up another grading's timing, or
+    read another student's sources."""
+    folders = [unit.solutions, *(os.path.dirname(os.path.abspath(path)) for path in batch_paths if path)]
+    return [f for f in folders if not any(f != o and f.startswith(o.rstrip(os.sep) + os.sep) for o in folders)]
 
 
 def perf_runs_here(cases, has_gpu: bool) -> bool:
@@ -196,13 +216,16 @@ def _selected(cases: list[Case], patterns: tuple[str, ...]) -> list[tuple[int, C
 def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | None = None,
           has_gpu: bool | None = None, sandbox_mode: str = "auto", time_limit: float = TIME_LIMIT,
           build_timeout: float = BUILD_TIMEOUT, case_timeout: float | None = None, tests: tuple[str, ...] = (),
-          keep_work: bool = False, own_tests: bool = True, gpu_lock: str | None = None) -> Grade:
+          keep_work: bool = False, own_tests: bool = True, gpu_lock: str | None = None,
+          keep_build: str | None = None, prebuilt: str | None = None) -> Grade:
     """Grade `submission` in a new folder under `work` (the temp folder by default), removed at
     the end with every process the grading started. `tests`: fnmatch patterns of the cases to
     run (default all); `case_timeout`: a cap on every case's own time limit; `sandbox_mode`: one
     of autograder.sandbox.MODES; own_tests: run a package's own tests/ too (reported, no points);
     gpu_lock: the GPU's lock files in a batch (autograder/gpu_lock.py), so that perf cases time
-    with nothing else of the batch on the GPU."""
+    with nothing else of the batch on the GPU. In a batch's two steps, keep_build: a new folder
+    the first step stores its build into, before any test process runs; prebuilt: that folder,
+    which the perf step runs instead of building again (it builds where there is none)."""
     seed = secrets.randbits(62) if seed is None else seed
     deadline = Deadline(time_limit)
     parent = work or tempfile.gettempdir()
@@ -210,14 +233,14 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
     root = tempfile.mkdtemp(prefix=f"grade_{unit.name}_", dir=parent)
     capability = gpu_capability() if has_gpu is not False else None
     env = child_env(capability)
-    sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit), hidden=hidden_from_runs(unit, gpu_lock),
-                           env=env)
+    sandbox = Sandbox.open(sandbox_mode, root, read_only=suite_files(unit),
+                           hidden=hidden_from_runs(unit, gpu_lock, keep_build, prebuilt), env=env)
     lock = GpuLock(gpu_lock) if gpu_lock and capability is not None else None
     baselines = _Baselines(unit, sandbox, root, env, deadline, case_timeout, lock)
     try:
         result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None, baselines,
                         build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests,
-                        gpu_lock=lock)
+                        gpu_lock=lock, keep_build=keep_build, prebuilt=prebuilt)
     finally:
         baselines.close()
         sandbox.close()
@@ -228,7 +251,8 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
 
 def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, env: dict, deadline: Deadline,
            has_gpu: bool, baselines: "_Baselines", *, build_timeout: float, case_timeout: float | None,
-           tests: tuple[str, ...], own_tests: bool, gpu_lock: GpuLock | None) -> Grade:
+           tests: tuple[str, ...], own_tests: bool, gpu_lock: GpuLock | None, keep_build: str | None,
+           prebuilt: str | None) -> Grade:
     result = Grade(unit.name, seed=seed, sandbox=sandbox.describe())
     spec = unit.tests(hidden=True)
     check_needs(spec.CASES)
@@ -236,8 +260,14 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     if perf_runs_here([case for _, case in selected], has_gpu):
         baselines.prefetch()  # a cold build of the reference runs beside the student's
     start = time.perf_counter()
-    build_test, built, build_box, source_dir, result.answers = _read_and_build(
-        unit, submission, sandbox, work, env, deadline, build_timeout)
+    stored = StoredBuild.open(prebuilt) if prebuilt else None
+    if stored is not None:
+        build_test, built, build_box, source_dir = _from_first_step(stored, sandbox, work)
+    else:
+        build_test, built, build_box, source_dir, result.answers = _read_and_build(
+            unit, submission, sandbox, work, env, deadline, build_timeout)
+        if keep_build and built is not None:
+            _keep(keep_build, source_dir, built, unit, build_box)
     result.tests.append(build_test)
     result.timings["build_s"] = time.perf_counter() - start
 

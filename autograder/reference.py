@@ -10,21 +10,19 @@ student's last child was stopped is one that child could not touch.
 """
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
 
 import torch
 
+from autograder.stored_build import StoredBuild, store
 from autograder.version import grader_version
 from course.authoring.units import Unit
-from course.build import Built, build_in_subprocess
+from course.build import build_in_subprocess
 
 CACHE_ENV = "GRADER_REFERENCE_CACHE"
 BUILD_TIMEOUT = 900
@@ -46,44 +44,13 @@ def cache_key(unit: Unit, env: dict) -> str:
     return digest.hexdigest()[:20]
 
 
-@dataclass(frozen=True)
-class Reference:
-    """A built reference in the cache: its sources and what its build left, relative to `folder`."""
-
-    folder: str
-    library: str = ""
-    prefix: str = ""
-
-    def copy_into(self, parent: str) -> tuple[str, dict]:
-        """A fresh copy under `parent` (a new folder): (the folder, the `load` entry of a
-        child's request: the plan, the build and the sources)."""
-        box = tempfile.mkdtemp(prefix="reference.", dir=parent)
-        shutil.copytree(os.path.join(self.folder, "src"), os.path.join(box, "src"))
-        built = Built()
-        if self.library:
-            os.makedirs(os.path.join(box, "build"))
-            library = os.path.join(box, "build", os.path.basename(self.library))
-            shutil.copy2(os.path.join(self.folder, self.library), library)
-            built = Built(library=library)
-        elif self.prefix:
-            prefix = os.path.join(box, "build", os.path.basename(self.prefix))
-            shutil.copytree(os.path.join(self.folder, self.prefix), prefix, symlinks=True)
-            built = Built(prefix=prefix)
-        with open(os.path.join(self.folder, "plan.json")) as handle:
-            plan = handle.read()
-        return box, {"plan": plan, "built": asdict(built), "source_dir": os.path.join(box, "src")}
-
-
-def reference(unit: Unit, env: dict, *, timeout: float = BUILD_TIMEOUT) -> Reference:
+def reference(unit: Unit, env: dict, *, timeout: float = BUILD_TIMEOUT) -> StoredBuild:
     """The unit's built reference, from the cache or built now (BuildError if it fails)."""
     root = _own_folder(cache_root())
     folder = os.path.join(root, f"{unit.name}-{cache_key(unit, env)}")
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another grading may be building it: wait for that one
-        if not os.path.exists(os.path.join(folder, "reference.json")):
-            _build(unit, env, folder, timeout)
-        with open(os.path.join(folder, "reference.json")) as handle:
-            return Reference(folder, **json.load(handle))
+        return StoredBuild.open(folder) or _build(unit, env, folder, timeout)
 
 
 def _own_folder(path: str) -> str:
@@ -96,33 +63,15 @@ def _own_folder(path: str) -> str:
     return path
 
 
-def _build(unit: Unit, env: dict, folder: str, timeout: float) -> None:
-    """Build into a new folder beside `folder`, then rename it there: a build cut short
+def _build(unit: Unit, env: dict, folder: str, timeout: float) -> StoredBuild:
+    """Build in a temporary folder, then store the build into `folder`: a build cut short
     leaves nothing a later grading would take for finished."""
     shutil.rmtree(folder, ignore_errors=True)
-    staging = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".", dir=os.path.dirname(folder))
-    try:
-        source_dir, build_dir = os.path.join(staging, "src"), os.path.join(staging, "build")
+    with tempfile.TemporaryDirectory(prefix=os.path.basename(folder) + ".", dir=os.path.dirname(folder)) as scratch:
+        source_dir, build_dir = os.path.join(scratch, "src"), os.path.join(scratch, "build")
         unit.write("solution", source_dir)
         plan = unit.plan()
         # Never from a shared ccache: a submission's build may write entries there, and one
         # planted under the reference's key would make the reference whatever it wrote.
         built = build_in_subprocess(plan, source_dir, build_dir, timeout=timeout, env={**env, "CCACHE_DISABLE": "1"})
-        # Stored relative to the folder, which is renamed below.
-        relative = {key: os.path.relpath(path, staging) if path else ""
-                    for key, path in (("library", built.library), ("prefix", built.prefix))}
-        if relative["library"]:  # keep the library, not the objects beside it
-            for entry in os.listdir(build_dir):
-                path = os.path.join(build_dir, entry)
-                if os.path.isdir(path):
-                    shutil.rmtree(path)
-                elif path != built.library:
-                    os.remove(path)
-        with open(os.path.join(staging, "plan.json"), "w") as handle:
-            handle.write(plan.to_json())
-        with open(os.path.join(staging, "reference.json"), "w") as handle:
-            json.dump(relative, handle)
-        os.rename(staging, folder)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(staging)
+        return store(folder, source_dir, built, plan.to_json(), within=scratch)

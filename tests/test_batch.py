@@ -206,6 +206,10 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     assert all(tests == others for tests, _, _ in firsts) and all(tests == timed for tests, _, _ in perf_steps)
     assert all(os.path.basename(lock) == f"gpu{gpu}" for _, gpu, lock in perf_steps)
     assert all(("--no-own-tests" in command) == (lock is not None) for command, lock in commands)
+    # The first step keeps its build where the perf step runs it from, in the batch's private folder.
+    kept = [command[command.index("--keep-build") + 1] for command, lock in commands if lock is None]
+    assert kept == [command[command.index("--prebuilt") + 1] for command, lock in commands if lock is not None]
+    assert all(os.path.dirname(os.path.dirname(path)) == os.path.dirname(perf_steps[0][2]) for path in kept)
     assert not os.path.exists(os.path.dirname(perf_steps[0][2]))  # removed once the batch is done
     merged = json.loads((tmp_path / "out" / "results" / "bob" / "results.json").read_text())
     assert [t["name"] for t in merged["tests"]] == others + [n for n in timed if n in perf]

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from autograder import mutants, reference, report
+from autograder import mutants, reference, report, stored_build
 from autograder.grade import child_env, grade
 from course.authoring import generate, units
 from course.authoring.run_notebook import outputs_text, run
@@ -67,6 +67,43 @@ def test_reference_gets_full_marks_and_visibility_follows_the_public_file(name, 
     assert data["score"] == 3, report.table(result)  # the build and both cases
     visibility = {test["name"]: test["visibility"] for test in data["tests"]}
     assert visibility == {"build": "visible", "cpu_scale_small": "visible", "cpu_scale_long": "after_published"}
+
+
+@pytest.mark.parametrize("name", list(TOYS))
+def test_a_build_kept_by_a_first_step_runs_in_the_next_without_building_again(name, course, tmp_path, monkeypatch):
+    """grade-all's two steps: the first stores its build before any test runs; the perf step
+    runs a copy of it. A mutant's kept build still loses its case: it is the submission's."""
+    from autograder import grade as grade_module
+
+    unit = units.load(name, course)
+    (mutant,) = mutants.load(unit).values()
+    unit.write("solution", str(tmp_path / "solution"))
+    mutants.write(unit, mutant, str(tmp_path / "mutant"))
+    (tmp_path / "builds").mkdir()
+    for who in ("solution", "mutant"):
+        grade(str(tmp_path / who), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False,
+              tests=("cpu_scale_small",), keep_build=str(tmp_path / "builds" / who))
+    monkeypatch.setattr(grade_module, "_read_and_build", lambda *args: pytest.fail("the perf step built again"))
+    for who, passes in (("solution", True), ("mutant", False)):
+        result = grade(str(tmp_path / who), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False,
+                       tests=("cpu_scale_long",), prebuilt=str(tmp_path / "builds" / who))
+        by_name = {t.name: t for t in result.tests}
+        assert by_name["build"].passed and "first step" in by_name["build"].output, report.table(result)
+        assert by_name["cpu_scale_long"].passed == passes, report.table(result)
+
+
+def test_a_build_that_names_a_file_outside_its_folder_is_not_kept(tmp_path):
+    """A build writes its own record (a wheel's setup.py runs there), so the grader copies
+    nothing from outside the build's folder, through a link or not."""
+    from course.build import Built
+
+    box = tmp_path / "box"
+    (box / "src").mkdir(parents=True)
+    (box / "link.so").symlink_to("/etc/passwd")
+    for library in ("/etc/passwd", str(box / "link.so")):
+        with pytest.raises(ValueError, match="outside its own folder"):
+            stored_build.store(str(tmp_path / "kept"), str(box / "src"), Built(library=library), "{}", within=str(box))
+        assert not (tmp_path / "kept").exists()
 
 
 @pytest.mark.parametrize("name", list(TOYS))
@@ -133,9 +170,9 @@ def test_reference_is_built_once_and_runs_from_each_copy(name, course, tmp_path,
     unit = units.load(name, course)
     env = child_env(None)
     first = reference.reference(unit, env)
-    stamp = os.stat(os.path.join(first.folder, "reference.json")).st_mtime_ns
+    stamp = os.stat(os.path.join(first.folder, stored_build.RECORD)).st_mtime_ns
     again = reference.reference(unit, env)
-    assert again == first and os.stat(os.path.join(again.folder, "reference.json")).st_mtime_ns == stamp
+    assert again == first and os.stat(os.path.join(again.folder, stored_build.RECORD)).st_mtime_ns == stamp
     assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == [os.path.basename(first.folder)]
     (tmp_path / "copy").mkdir()
     box, load = first.copy_into(str(tmp_path / "copy"))
