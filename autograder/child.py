@@ -3,7 +3,8 @@
     python -m autograder.child GROUP_DIR
 
 GROUP_DIR/request.json says which suite to import, what to load and which cases to run
-(autograder/runner.py names the files). With no build in the request, the child loads no
+(autograder/runner.py names the files). It imports the unit's public suite, for the ops'
+calls: each case comes as data beside its inputs, and the hidden suite is never imported here. With no build in the request, the child loads no
 student code: it times torch's own op for perf cases, and the course's reference solution
 when the request names its build (autograder/reference.py).
 """
@@ -15,7 +16,7 @@ import sys
 import time
 import traceback
 
-from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles
+from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data
 
 
 def _save(result: dict, path: str) -> None:
@@ -46,8 +47,7 @@ def main(folder: str) -> int:
     from course.loading import load
     from course.suites import import_suite
 
-    spec = import_suite(request["solutions"], request["unit"], hidden=True)
-    cases = {case.name: case for case in spec.CASES}
+    spec = import_suite(request["solutions"], request["unit"], hidden=False)
     if request["device"].startswith("cuda"):
         torch.zeros(1, device=request["device"])  # create the context now, not inside the first case's time
     open(files.warm, "w").close()
@@ -62,8 +62,8 @@ def main(folder: str) -> int:
         reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
 
-    for index, name in request["cases"]:
-        case = cases[name]
+    for index, _ in request["cases"]:
+        case = case_from_data(torch.load(files.case(index), weights_only=False))
         open(files.started(index), "w").close()
         input_sets = torch.load(files.inputs(index), weights_only=False)
         try:

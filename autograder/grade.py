@@ -182,12 +182,13 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
 
 
 def suite_files(unit: Unit) -> list[str]:
-    """What a test process reads of the course's solutions: the unit's two suites and the shared
-    Python pieces they import. Under bubblewrap it sees nothing else there: no reference
-    source, answer key or mutant, and no other unit."""
+    """What a test process reads of the course's solutions: the unit's public suite (the ops'
+    calls; each case comes to it as data) and the shared Python pieces it may import. Under
+    bubblewrap it sees nothing else there: no hidden case, reference source, answer key or
+    mutant, and no other unit."""
     common = os.path.join(unit.solutions, "common")
     shared = sorted(glob.glob(os.path.join(common, "*.py")))
-    return [unit.suite_path(hidden=False), unit.suite_path(hidden=True), *shared]
+    return [unit.suite_path(hidden=False), *shared]
 
 
 def hidden_from_runs(unit: Unit, *batch_paths: str | None) -> list[str]:

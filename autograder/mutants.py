@@ -34,6 +34,7 @@ class Mutant:
     time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
     case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
     min_gpus: int = 0               # what it loses shows only on a machine with this many GPUs
+    sandbox: str = ""               # the sandbox mode its verdict needs; graded elsewhere, it is skipped
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
     found_by: str = ""              # a compute-sanitizer tool, or "tests" (then `loses` says which)
 
@@ -79,7 +80,7 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
             entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),
-            int(entry.get("min_gpus", 0)), entry.get("found_by", ""))
+            int(entry.get("min_gpus", 0)), entry.get("sandbox", ""), entry.get("found_by", ""))
     return found
 
 

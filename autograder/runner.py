@@ -7,10 +7,14 @@ process's own clock, and every result is loaded as data only (weights_only).
 """
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import json
+import marshal
 import os
 import signal
 import time
+import types
 
 import torch
 
@@ -28,6 +32,7 @@ CUDA_CONTEXT_LOST = 70     # the child's exit code after a sticky CUDA error
 class GroupFiles:
     """The file protocol between the runner and a child, in the child's folder:
     request.json   what to load and which cases to run (written by the runner)
+    <i>.case.pt    case i, as data: what running it takes, not how it is judged (runner)
     <i>.inputs.pt  case i's input sets (runner)
     warm           torch is imported and the CUDA context made; the child waits for go (child)
     go             load the module and run the cases: the GPU's lock is held, if any (runner)
@@ -42,14 +47,51 @@ class GroupFiles:
         self.go = os.path.join(folder, "go")
         self.ready = os.path.join(folder, "ready")
 
+    def case(self, index: int) -> str:
+        return os.path.join(self.folder, f"{index}.case.pt")
+
     def inputs(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.inputs.pt")
+
+    def write_cases(self, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]) -> None:
+        """Each case and its input sets. The child gets the case as data (runnable_case): it
+        never imports the hidden suite, whose other cases, hints and reference stay the grader's."""
+        for index, case in cases:
+            torch.save(runnable_case(case), self.case(index))
+            torch.save(inputs[index], self.inputs(index))
 
     def started(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.started")
 
     def result(self, index: int) -> str:
         return os.path.join(self.folder, f"{index}.result.pt")
+
+
+def runnable_case(case: Case) -> dict:
+    """What a child needs of a case to run it, as data: nothing the judge alone reads (hint,
+    error words, needs). An error case's spoilers (params["bad"]: {argument: function}, which
+    the public suite's on_device applies where the op will see the arguments) cross as their
+    code: each may use its argument and torch, nothing else of the hidden suite."""
+    params = dict(case.params)
+    if isinstance(params.get("bad"), dict):
+        params["bad"] = {name: _code_of(spoil) for name, spoil in params["bad"].items()}
+    return {**{f.name: getattr(case, f.name) for f in dataclasses.fields(case)}, "params": params, "hint": "",
+            "error_words": (), "needs": ()}
+
+
+def case_from_data(data: dict) -> Case:
+    """The case runnable_case described, its spoilers made functions again (in the child)."""
+    params = dict(data["params"])
+    if isinstance(params.get("bad"), dict):
+        params["bad"] = {name: types.FunctionType(marshal.loads(code), {"torch": torch, "__builtins__": builtins})
+                         for name, code in params["bad"].items()}
+    return Case(**{**data, "params": params})
+
+
+def _code_of(spoil) -> bytes:
+    if not isinstance(spoil, types.FunctionType) or spoil.__code__.co_freevars:
+        raise ValueError(f"an error case's spoiler must be a function of its argument alone, not {spoil!r}")
+    return marshal.dumps(spoil.__code__)
 
 
 def _signal_name(code: int) -> str:
@@ -107,8 +149,7 @@ class GroupRunner:
                 outcomes.update({index: self.deadline.not_run() for index, _ in pending})
                 break
             files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
-            for index, _ in pending:
-                torch.save(inputs[index], files.inputs(index))
+            files.write_cases(pending, inputs)
             reason, blamed = self._run_child(files, device, pending)
             before = len(outcomes)
             for index, _ in pending:
@@ -128,8 +169,7 @@ class GroupRunner:
         raw result, or why there is none} of the cases that left one). Its exit code and
         output are then in exit_code and stdout."""
         files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
-        for index, _ in cases:
-            torch.save(inputs[index], files.inputs(index))
+        files.write_cases(cases, inputs)
         reason, _ = self._run_child(files, device, cases)
         return reason, {index: load_result(files.result(index)) for index, _ in cases
                         if os.path.exists(files.result(index))}

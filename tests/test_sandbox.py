@@ -143,7 +143,8 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
 
 def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     """The course's solutions hold what students must never read: reference sources, answer keys,
-    mutants. A bwrap run sees their folder empty but for the suite files a child imports."""
+    mutants, the hidden cases. A bwrap run sees their folder empty but for the suite files a
+    child imports: the public suite and the shared pieces."""
     from autograder.grade import suite_files
     from course.authoring import units
 
@@ -152,7 +153,8 @@ def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     try:
         if box.mode != "bwrap":
             pytest.skip("only bubblewrap can hide files any user may read")
-        secret = [os.path.join(unit.folder, name) for name in ("answers.md", "mutants.toml", "relu_bias.cu")]
+        secret = [os.path.join(unit.folder, name)
+                  for name in ("answers.md", "mutants.toml", "relu_bias.cu", "hidden_tests.py")]
         secret.append(os.path.join(unit.solutions, "day05_layernorm_performance", "hidden_tests.py"))
         code = f"""
 import json, os
@@ -171,9 +173,45 @@ print(json.dumps({{"secret": [p for p in {secret!r} if readable(p)],
         seen = json.loads(output.strip().splitlines()[-1])
         assert all(os.path.exists(p) for p in secret)  # they are there, for the grader
         assert seen["secret"] == [] and seen["suites"] == suite_files(unit), seen
-        assert seen["listed"] == ["hidden_tests.py", "public_tests.py"], seen
+        assert seen["listed"] == ["public_tests.py"], seen
     finally:
         box.close()
+
+
+def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data(tmp_path):
+    """The child never imports the hidden suite: what it calls (the ops, torch's baseline, the
+    layouts made on the device) must all come from the public one, and each case crosses as
+    data. An error case's spoilers cross as code, and spoil its arguments as before."""
+    import torch
+
+    from autograder.runner import case_from_data, runnable_case
+    from course.authoring import units
+    from course.cases import make_input_sets
+
+    for unit in (u for u in units.all_units() if u.has_tests()):
+        public, hidden = unit.tests(hidden=False), unit.tests(hidden=True)
+        for name in ("OPS", "baseline", "on_device"):
+            assert getattr(hidden, name, None) is getattr(public, name, None), f"{unit.name}: hidden {name}"
+        for case in hidden.CASES:
+            path = tmp_path / "case.pt"
+            torch.save(runnable_case(case), path)
+            runs = case_from_data(torch.load(path, weights_only=False))
+            kept = ("name", "group", "device", "points", "kind", "checks", "timeout")
+            assert all(getattr(runs, f) == getattr(case, f) for f in kept), f"{unit.name}: {case.name}"
+            assert not runs.hint and not runs.error_words and not runs.needs
+            spoilers = case.params.get("bad")
+            assert {k: v for k, v in runs.params.items() if k != "bad"} == {
+                k: v for k, v in case.params.items() if k != "bad"}
+            if not isinstance(spoilers, dict):
+                assert runs.params.get("bad") == spoilers
+                continue
+            inputs = make_input_sets(hidden, case, seed=0)[0]
+            for name, spoil in spoilers.items():
+                again = runs.params["bad"][name](inputs[name])
+                want = spoil(inputs[name])
+                same = (torch.equal(again, want) and again.stride() == want.stride()
+                        if isinstance(want, torch.Tensor) else again == want or again != again and want != want)
+                assert same, f"{unit.name}: {case.name}: {name}"
 
 
 def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
