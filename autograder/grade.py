@@ -28,9 +28,9 @@ from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.reference import reference
 from autograder.runner import GroupRunner
+from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.sanitized import sanitized_verdicts
 from autograder.stored_build import StoredBuild, store
-from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.submission import SubmissionError, materialize
 from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
 from course.authoring.units import Unit
