@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from autograder import gradebook
 from autograder.collect import Submission
-from autograder.grade import child_env, gpu_capability, perf_runs_here
+from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
 from autograder.version import grader_version
 from course.authoring.units import Unit
@@ -234,7 +234,7 @@ class Grading:
     def _run(self, out: str, tests: list[str], gpu: str | None, step_options: list[str]) -> str | None:
         env = {**os.environ, **self.share}
         if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
+            env.update(CUDA_VISIBLE_DEVICES=gpu, **gpu_probe_env(gpu))
         command = _grade_command(self.submission.path, self.options, out, self.seed, tests) + step_options
         start = time.monotonic()
         error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import glob
+import json
 import os
 import secrets
 import shutil
@@ -53,6 +54,9 @@ def public_case_names(unit: Unit) -> set[str]:
     return {case.name for case in unit.tests(hidden=False).CASES}
 
 
+GPU_PROBE_ENV = "GRADER_GPU_PROBE"  # grade-all's answer for the GPUs it hands a grading
+
+
 def gpu_capability() -> str | None:
     """'8.0' for the first GPU, None without one; asked of a child, so this process never
     creates a CUDA context. Asked once per process and set of visible GPUs."""
@@ -64,11 +68,27 @@ def gpu_count() -> int:
     return _gpus_of(os.environ.get("CUDA_VISIBLE_DEVICES"))[1]
 
 
+def gpu_probe_env(visible_devices: str) -> dict[str, str]:
+    """For a grading on `visible_devices`: what this process found there, so that the grading
+    need not start a process of its own to ask (grade-all starts hundreds of gradings)."""
+    capability, count = _gpus_of(visible_devices)
+    return {GPU_PROBE_ENV: json.dumps([visible_devices, capability, count])}
+
+
 @functools.lru_cache(maxsize=None)
 def _gpus_of(visible_devices: str | None) -> tuple[str | None, int]:
+    try:  # grade-all asked already, for these GPUs
+        visible, capability, count = json.loads(os.environ.get(GPU_PROBE_ENV, ""))
+        if visible == visible_devices:
+            return capability, int(count)
+    except (ValueError, TypeError):
+        pass
     code = ("import torch; print('%d.%d %d' % (*torch.cuda.get_device_capability(), torch.cuda.device_count()) "
             "if torch.cuda.is_available() else 'none 0')")
-    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = dict(os.environ)
+    if visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     answer = (probe.stdout.strip().splitlines()[-1:] or ["none 0"])[0].split()
     if len(answer) != 2 or answer[0] == "none":
         return None, 0

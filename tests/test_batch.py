@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import shutil
+import subprocess
 import threading
 import time
 import zipfile
@@ -19,7 +20,7 @@ from autograder import batch, collect, gradebook, mutants
 from autograder.__main__ import main
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
-from autograder.grade import child_env
+from autograder.grade import GPU_PROBE_ENV, child_env
 from autograder.runner import GroupRunner
 from autograder.sandbox import Sandbox
 from course.authoring import units
@@ -182,6 +183,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
         calls.append((tests, env["CUDA_VISIBLE_DEVICES"], lock))
         commands.append((command, lock))
         assert env["MAX_JOBS"] == env["OMP_NUM_THREADS"] == "2"  # its share of the 4 cores
+        assert json.loads(env[GPU_PROBE_ENV])[0] == env["CUDA_VISIBLE_DEVICES"]  # asked once, by the batch
         out = command[command.index("--out") + 1]
         os.makedirs(out, exist_ok=True)
         names = [t for t in tests if t in perf] if lock else tests
@@ -207,13 +209,38 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     assert all(os.path.basename(lock) == f"gpu{gpu}" for _, gpu, lock in perf_steps)
     assert all(("--no-own-tests" in command) == (lock is not None) for command, lock in commands)
     # The first step keeps its build where the perf step runs it from, in the batch's private folder.
-    kept = [command[command.index("--keep-build") + 1] for command, lock in commands if lock is None]
-    assert kept == [command[command.index("--prebuilt") + 1] for command, lock in commands if lock is not None]
+    kept = sorted(command[command.index("--keep-build") + 1] for command, lock in commands if lock is None)
+    assert kept == sorted(command[command.index("--prebuilt") + 1] for command, lock in commands if lock is not None)
+    assert len(set(kept)) == 3
     assert all(os.path.dirname(os.path.dirname(path)) == os.path.dirname(perf_steps[0][2]) for path in kept)
     assert not os.path.exists(os.path.dirname(perf_steps[0][2]))  # removed once the batch is done
     merged = json.loads((tmp_path / "out" / "results" / "bob" / "results.json").read_text())
     assert [t["name"] for t in merged["tests"]] == others + [n for n in timed if n in perf]
     assert merged["score"] == len(others) + len(perf) and set(merged["extra_data"]["perf"]) == perf
+
+
+def test_a_grading_takes_the_batchs_answer_for_its_gpu_and_asks_only_for_others(monkeypatch):
+    """grade-all probes each GPU once and hands the answer to the gradings on it: a grading
+    starts no process of its own to ask, unless it runs on other GPUs than the answer's."""
+    from autograder import grade as grade_module
+
+    probes = []
+    real_run = subprocess.run
+
+    def counted(command, **options):
+        probes.append(options["env"].get("CUDA_VISIBLE_DEVICES"))
+        return real_run(command, **options)
+
+    monkeypatch.setattr(grade_module.subprocess, "run", counted)
+    monkeypatch.setenv(GPU_PROBE_ENV, json.dumps(["3", "9.0", 1]))
+    grade_module._gpus_of.cache_clear()
+    try:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+        assert grade_module.gpu_capability() == "9.0" and grade_module.gpu_count() == 1 and probes == []
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible: this one it asks
+        assert grade_module.gpu_capability() is None and probes == [""]
+    finally:
+        grade_module._gpus_of.cache_clear()
 
 
 def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(monkeypatch):
