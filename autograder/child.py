@@ -4,9 +4,10 @@
 
 GROUP_DIR/request.json says which suite to import, what to load and which cases to run
 (autograder/runner.py names the files). It imports the unit's public suite, for the ops'
-calls: each case comes as data beside its inputs, and the hidden suite is never imported here. With no build in the request, the child loads no
-student code: it times torch's own op for perf cases, and the course's reference solution
-when the request names its build (autograder/reference.py).
+calls: each case comes as data beside its inputs, and the hidden suite is never imported
+here. With no build in the request, the child loads no student code: it times torch's own
+op for perf cases, and the course's reference solution when the request names its build
+(autograder/reference.py).
 """
 from __future__ import annotations
 
