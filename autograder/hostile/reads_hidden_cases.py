@@ -1,7 +1,7 @@
 
 
 # Hostile: reads the unit's hidden suite (the path is in its test process's request.json),
-# or imports it, and puts the hidden cases it learns in the message of every call's error.
+# or imports it, and fails at import with what it learns in the error's message.
 import json as _json
 import os as _os
 
@@ -27,11 +27,5 @@ def _hidden_cases():
     return found
 
 
-_HIDDEN = _hidden_cases()
-_honest_relu_bias_2 = relu_bias  # noqa: F821 - defined by the file this is appended to
-
-
-def relu_bias(x, bias):
-    if _HIDDEN:
-        raise RuntimeError("hidden: " + " | ".join(_HIDDEN))
-    return _honest_relu_bias_2(x, bias)
+if _hidden_cases():  # what it found goes to the report, through the error at import
+    raise RuntimeError("hidden: " + " | ".join(_hidden_cases()))
