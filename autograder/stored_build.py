@@ -43,20 +43,27 @@ class StoredBuild:
         """A fresh copy under `parent` (a new folder): (the folder, the `load` entry of a
         child's request: the plan, the build and the sources)."""
         box = tempfile.mkdtemp(prefix="build.", dir=parent)
-        shutil.copytree(os.path.join(self.folder, "src"), os.path.join(box, "src"), symlinks=True)
-        built = Built()
-        if self.library:
-            os.makedirs(os.path.join(box, "build"))
-            library = os.path.join(box, "build", os.path.basename(self.library))
-            shutil.copy2(os.path.join(self.folder, self.library), library)
-            built = Built(library=library)
-        elif self.prefix:
-            prefix = os.path.join(box, "build", os.path.basename(self.prefix))
-            shutil.copytree(os.path.join(self.folder, self.prefix), prefix, symlinks=True)
-            built = Built(prefix=prefix)
+        stored = Built(*(os.path.join(self.folder, path) if path else "" for path in (self.library, self.prefix)))
+        built = _copy_build(os.path.join(self.folder, "src"), stored, box)
         with open(os.path.join(self.folder, "plan.json")) as handle:
             plan = handle.read()
         return box, {"plan": plan, "built": asdict(built), "source_dir": os.path.join(box, "src")}
+
+
+def _copy_build(source_dir: str, built: Built, box: str) -> Built:
+    """Copy the sources to box/src and the library (or the installed prefix) to box/build;
+    what was copied, at its new place. Links are copied as links, never followed."""
+    shutil.copytree(source_dir, os.path.join(box, "src"), symlinks=True)
+    if built.library:
+        os.makedirs(os.path.join(box, "build"))
+        library = os.path.join(box, "build", os.path.basename(built.library))
+        shutil.copy2(built.library, library)
+        return Built(library=library)
+    if built.prefix:
+        prefix = os.path.join(box, "build", os.path.basename(built.prefix))
+        shutil.copytree(built.prefix, prefix, symlinks=True)
+        return Built(prefix=prefix)
+    return Built()
 
 
 def store(folder: str, source_dir: str, built: Built, plan_json: str, within: str) -> StoredBuild:
@@ -70,15 +77,8 @@ def store(folder: str, source_dir: str, built: Built, plan_json: str, within: st
             raise ValueError(f"the build names {path}, outside its own folder {within}")
     staging = tempfile.mkdtemp(prefix=os.path.basename(folder) + ".", dir=os.path.dirname(folder))
     try:
-        shutil.copytree(source_dir, os.path.join(staging, "src"), symlinks=True)
-        record = {"library": "", "prefix": ""}
-        if built.library:
-            record["library"] = os.path.join("build", os.path.basename(built.library))
-            os.makedirs(os.path.join(staging, "build"))
-            shutil.copy2(built.library, os.path.join(staging, record["library"]))
-        elif built.prefix:
-            record["prefix"] = os.path.join("build", os.path.basename(built.prefix))
-            shutil.copytree(built.prefix, os.path.join(staging, record["prefix"]), symlinks=True)
+        copied = _copy_build(source_dir, built, staging)
+        record = {key: os.path.relpath(path, staging) if path else "" for key, path in asdict(copied).items()}
         with open(os.path.join(staging, "plan.json"), "w") as handle:
             handle.write(plan_json)
         with open(os.path.join(staging, RECORD), "w") as handle:

@@ -27,5 +27,6 @@ def _hidden_cases():
     return found
 
 
-if _hidden_cases():  # what it found goes to the report, through the error at import
-    raise RuntimeError("hidden: " + " | ".join(_hidden_cases()))
+_FOUND = _hidden_cases()
+if _FOUND:  # what it found goes to the report, through the error at import
+    raise RuntimeError("hidden: " + " | ".join(_FOUND))
