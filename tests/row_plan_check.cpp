@@ -1,6 +1,7 @@
-// Checks plan_rows (solutions/day05_layernorm_performance/layernorm_fast.h) for every row
-// length up to 70000 and every element size: a plan that fits covers each column exactly
-// once with the shapes the kernels assume. Prints "ok" or the first violation, and exits 1.
+// Checks plan_rows and plan_split_rows (solutions/day05_layernorm_performance/layernorm_fast.h)
+// for every row length up to 70000 and every element size: a plan that fits covers each column
+// exactly once with the shapes the kernels assume. Prints "ok" or the first violation, and exits 1.
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -63,6 +64,40 @@ void check(long long cols, int bytes, bool aligned, int min_vecs, int max_vecs, 
   }
 }
 
+// A split row: chunk c owns vectors c * chunk_vecs + k * threads + t of the row, those below
+// its own count (chunk_vecs, the last chunk the rest), which must not be empty.
+void check_split(long long cols, int bytes, bool aligned, int vecs_per_thread, int max_threads) {
+  const RowPlan p = plan_split_rows(cols, bytes, aligned, vecs_per_thread, max_threads);
+  const int vec = kVectorBytes / bytes;
+  const bool whole_vectors = aligned && cols % vec == 0;
+  const long long vecs = cols / vec;
+  const long long per_block = static_cast<long long>(max_threads) * vecs_per_thread;
+  if (!p.fits()) {
+    if (whole_vectors && vecs <= kMaxChunks * per_block) fail("split does not fit but should", cols, bytes, aligned, p);
+    return;
+  }
+  if (!whole_vectors) fail("split of a row that is not whole aligned vectors", cols, bytes, aligned, p);
+  if (p.vec != vec || p.rows_per_block != 1 || p.vecs_per_thread != vecs_per_thread) fail("split: wrong shape", cols, bytes, aligned, p);
+  if (p.threads_per_row % 32 != 0 || p.threads_per_row > max_threads) fail("split: threads not a multiple of 32 <= max", cols, bytes, aligned, p);
+  if (p.chunks < 1 || p.chunks > kMaxChunks || (p.chunks - 1) * per_block >= vecs) fail("split: not the fewest chunks", cols, bytes, aligned, p);
+  std::vector<int> seen(cols, 0);
+  for (int c = 0; c < p.chunks; ++c) {
+    const long long first = static_cast<long long>(c) * p.chunk_vecs;
+    const long long own = std::min<long long>(p.chunk_vecs, vecs - first);
+    if (own <= 0) fail("split: an empty chunk", cols, bytes, aligned, p);
+    if (own > static_cast<long long>(p.threads_per_row) * p.vecs_per_thread) fail("split: a chunk its block cannot hold", cols, bytes, aligned, p);
+    for (long long v = 0; v < own; ++v) {
+      for (int e = 0; e < vec; ++e) ++seen[(first + v) * vec + e];
+    }
+  }
+  for (long long col = 0; col < cols; ++col) {
+    if (seen[col] != 1) {
+      fail("split: a column is not covered exactly once", cols, bytes, aligned, p);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -72,6 +107,8 @@ int main() {
         check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
         check(cols, bytes, aligned, 16 / (16 / bytes), 16 / (16 / bytes), 1024);  // fused backward
         if (bytes == 2) check(cols, bytes, aligned, 4, 4, 384);                  // ... 16-bit rows over 8192
+        check_split(cols, bytes, aligned, 8, 256);                               // forward, long rows
+        check_split(cols, bytes, aligned, 16 / (16 / bytes), 256);               // fused backward, long rows
       }
     }
   }

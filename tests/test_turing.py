@@ -1,7 +1,7 @@
 """Colab's T4, as far as a larger GPU can play it: each unit's reference built as Turing code
 only (sm_75 and compute_75 PTX, which the driver compiles for this GPU at load) passes its
 GPU cases; and day05's fused backward, built with a T4's 64 KB of shared memory a block,
-launches the T4's plans: no block over 64 KB, rows over 7680 to version 1."""
+launches the T4's plans: no block over 64 KB, rows over 7680 split over several blocks."""
 import json
 import os
 import shutil
@@ -85,10 +85,11 @@ def test_turing_build_holds_turing_code_only(unit, build_root, nvcc):
 # each row in its block; a T4 leaves it 65280 (64 KB less 256 of its own for the row sums).
 T4_PLANS = [
     (torch.float32, 64, 7680, "fused"),       # 480 threads x 16 columns: 61440 bytes
-    (torch.float32, 64, 7684, "version 1"),   # 512 threads: 65536 bytes
+    (torch.float32, 64, 7684, "fused"),       # one block would need 65536 bytes: two blocks of 256 threads
     (torch.float16, 64, 7680, "fused"),
-    (torch.float16, 64, 8192, "version 1"),
-    (torch.bfloat16, 40, 12288, "version 1"),  # the wide plan: 384 threads x 32 columns
+    (torch.float16, 64, 8192, "fused"),       # split likewise
+    (torch.bfloat16, 40, 12288, "fused"),     # the wide plan (384 threads x 32 columns) would need 98304
+    (torch.float32, 64, 7683, "version 1"),   # not whole vectors: version 1 at any length over 32
     (torch.float32, 4096, 1024, "fused"),     # short rows: 8 of them to a block would need 65536
     (torch.bfloat16, 70000, 64, "fused"),
 ]

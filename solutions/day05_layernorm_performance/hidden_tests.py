@@ -35,8 +35,13 @@ CASES = [
       for kernel in ("block_per_row", "registers", "auto")
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d768", (300, 768), torch.float32),
                                  ("fp16_d12288", (40, 12288), torch.float16), ("fp32_d40000", (5, 40000), torch.float32),
-                                 ("bf16_many_rows", (70000, 64), torch.bfloat16))],
+                                 ("bf16_many_rows", (70000, 64), torch.bfloat16),
+                                 # rows split over several blocks, each group of blocks taking several rows
+                                 ("fp32_d32768_rows300", (300, 32768), torch.float32),
+                                 ("bf16_d65536_rows300", (300, 65536), torch.bfloat16))],
     _forward("registers", "misaligned", (64, 768), misaligned=True, points=0.5),
+    # one row split over blocks, small enough for the sanitizer cases
+    _forward("registers", "split_one_row", (1, 40000), points=0.5),
     _forward("registers", "misaligned_d7", (100, 7), misaligned=True, points=0.5),
     *[_backward(kernel, what, shape, dtype)
       for kernel in ("fused", "two_pass")
@@ -50,9 +55,13 @@ CASES = [
                                  ("bf16_d16384", (24, 16384), torch.bfloat16),
                                  # 16-bit rows of 8193 to 12288 take 32 columns a thread
                                  ("fp16_d12288", (40, 12288), torch.float16),
-                                 ("bf16_d9000_odd_rows", (777, 9000), torch.bfloat16))],
+                                 ("bf16_d9000_odd_rows", (777, 9000), torch.bfloat16),
+                                 # rows split over several blocks (the last chunk shorter), groups taking several rows
+                                 ("fp32_d40000_rows300", (300, 40000), torch.float32),
+                                 ("bf16_d65536_rows200", (200, 65536), torch.bfloat16))],
     _backward("fused", "misaligned", (64, 768), misaligned=True),
     _backward("fused", "misaligned_d7", (100, 7), misaligned=True),
+    _backward("fused", "split_one_row", (1, 40000)),
     # more rows than blocks resident on the GPU: blocks of one row each sum several rows
     _backward("fused", "bf16_d4096_rows4096", (4096, 4096), torch.bfloat16),
     Case("cuda_autograd_fp32", "cuda_backward", "cuda", 1.0, dict(op="autograd", shape=(64, 256))),

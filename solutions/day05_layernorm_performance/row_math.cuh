@@ -1,6 +1,8 @@
-// What today's faster kernels share: 16-byte vectors, and sums over the threads of one row
-// when a row has fewer threads than a block.
+// What today's faster kernels share: 16-byte vectors, sums over the threads of one row when a
+// row has fewer threads than a block, and rows too long for one block split over several.
 #pragma once
+
+#include <tuple>
 
 #include "device_math.cuh"
 #include "layernorm_fast.h"
@@ -37,4 +39,94 @@ __device__ __forceinline__ void row_reduce_sum2(acc_t& a, acc_t& b) {
     a += __shfl_xor_sync(0xffffffffu, a, offset);
     b += __shfl_xor_sync(0xffffffffu, b, offset);
   }
+}
+
+// ---- A row too long for one block: split over `chunks` blocks that meet once per row ----
+//
+// Blocks side by side each hold their part of the row in registers and sum it; the row's
+// totals need every part. Each block writes its two partial sums to the row's slot, counts
+// itself in, and waits until all `chunks` have: one trip through L2 per row, instead of a
+// second read of the row from memory. Waiting on another block is safe only when every block
+// of the grid is on the GPU at once, which a cooperative launch guarantees (or refuses).
+struct RowExchange {
+  float* partials = nullptr;       // [rows][chunks][2]
+  unsigned int* arrived = nullptr;  // [rows], zero before the launch
+  int chunks = 1;
+};
+
+// Publishes this block's (a, b) for `row` and returns when every chunk of the row has
+// published; then read_partial gives any chunk's pair. Every thread of the block calls it.
+__device__ __forceinline__ void publish_and_wait(const RowExchange& exchange, int64_t row, int chunk, float a,
+                                                 float b) {
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    float* slot = exchange.partials + (row * exchange.chunks + chunk) * 2;
+    __stcg(slot, a);
+    __stcg(slot + 1, b);
+    __threadfence();  // the pair is visible to every block before the count says so
+    atomicAdd(exchange.arrived + row, 1u);
+    const volatile unsigned int* count = exchange.arrived + row;
+    while (*count < static_cast<unsigned int>(exchange.chunks)) __nanosleep(64);
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// Read past L1, which may hold a line of the slots from before another block wrote them.
+__device__ __forceinline__ float read_partial(const RowExchange& exchange, int64_t row, int chunk, int which) {
+  return __ldcg(exchange.partials + (row * exchange.chunks + chunk) * 2 + which);
+}
+
+// The slots and counters of a split launch, from the stream's own memory pool: ordered on the
+// stream like the kernel, so they are freed once it ends and the launchers need no workspace
+// argument. false where the GPU cannot launch cooperatively or has no memory pools.
+inline bool split_launch_supported() {
+  int device = 0;
+  int cooperative = 0;
+  int pools = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+  return cooperative != 0 && pools != 0;
+}
+
+inline cudaError_t open_exchange(RowExchange& exchange, int64_t rows, int chunks, cudaStream_t stream) {
+  const size_t partial_bytes = static_cast<size_t>(rows) * chunks * 2 * sizeof(float);
+  void* memory = nullptr;
+  cudaError_t error = cudaMallocAsync(&memory, partial_bytes + rows * sizeof(unsigned int), stream);
+  if (error != cudaSuccess) return error;
+  exchange.partials = static_cast<float*>(memory);
+  exchange.arrived = reinterpret_cast<unsigned int*>(static_cast<char*>(memory) + partial_bytes);
+  exchange.chunks = chunks;
+  return cudaMemsetAsync(exchange.arrived, 0, rows * sizeof(unsigned int), stream);
+}
+
+inline cudaError_t close_exchange(const RowExchange& exchange, cudaStream_t stream) {
+  return cudaFreeAsync(exchange.partials, stream);
+}
+
+// How many blocks of `kernel` fit on this GPU at once: a cooperative launch may not ask more.
+template <typename Kernel>
+int64_t blocks_at_once(Kernel kernel, int threads, size_t shared_bytes) {
+  int device = 0;
+  int sms = 0;
+  int per_sm = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
+  return static_cast<int64_t>(sms) * per_sm;
+}
+
+// cudaLaunchCooperativeKernel takes the arguments as pointers to values of exactly the
+// kernel's parameter types: they are converted into a tuple of those types first.
+template <typename... Params, typename... Args>
+cudaError_t launch_cooperative(void (*kernel)(Params...), int blocks, dim3 threads, size_t shared_bytes,
+                               cudaStream_t stream, Args... args) {
+  std::tuple<Params...> values(args...);
+  void* pointers[sizeof...(Params)];
+  std::apply([&](auto&... value) {
+    int i = 0;
+    ((pointers[i++] = &value), ...);
+  }, values);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks, threads, pointers, shared_bytes,
+                                     stream);
 }

@@ -22,6 +22,11 @@
 // row of over 8192 columns would need over 512 threads, one block to an SM, idle while it
 // waits on its row sums: there a thread takes 32 columns (80 registers) and two blocks of up
 // to 384 threads share an SM.
+//
+// Rows longer than a block can hold are split over several blocks side by side (plan_split_rows),
+// each holding its chunk of x and dy in registers and keeping the running sums of its own
+// columns. The chunks meet once per row in global memory (row_math.cuh) to add up the row's
+// two sums; the blocks of one group of rows write one row of partials between them.
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -36,6 +41,7 @@ constexpr int kMaxThreadsPerRow = 1024;
 constexpr int kWideColumnsPerThread = 32;  // 16-bit rows over 8192 columns: see fused_plan
 constexpr int kWideMaxThreads = 384;
 constexpr int kBlockThreads = 512;     // short rows share a block of up to 512 threads
+constexpr int kSplitThreads = 256;     // a split row's blocks: several to an SM, so one's wait hides behind another's loads
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 32;          // ... with 32 threads per column
 
@@ -100,7 +106,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
                                 const T* __restrict__ gamma, const acc_type_t<T>* __restrict__ mean,
                                 const acc_type_t<T>* __restrict__ rstd, T* __restrict__ dx,
                                 acc_type_t<T>* __restrict__ partial_dgamma,
-                                acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows, int cols) {
+                                acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows, int cols, int chunk_vecs,
+                                RowExchange exchange) {
   using acc_t = acc_type_t<T>;
   using Vec = AlignedVector<T, kVec>;
   constexpr int kSlots = kVecsPerThread * kVec;
@@ -114,16 +121,19 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
 #pragma unroll
   for (int p = 0; p < 2 * kSlots / kPack; ++p) packs[p * threads + thread] = Pack{};
 
-  const int vecs = cols / kVec;
-  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma);
-  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows;
-       first_row += row_step) {
+  // A split row: block b is chunk b % chunks of group b / chunks (else chunks == 1).
+  const int chunk = blockIdx.x % exchange.chunks;
+  const int64_t group = blockIdx.x / exchange.chunks;
+  const int first_vec = chunk * chunk_vecs;
+  const int vecs = min(chunk_vecs, cols / kVec - first_vec);  // this block's part of the row
+  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma) + first_vec;
+  const int64_t row_step = static_cast<int64_t>(gridDim.x / exchange.chunks) * blockDim.y;
+  for (int64_t first_row = group * blockDim.y; first_row < rows; first_row += row_step) {
     const int64_t row = first_row + threadIdx.y;
     const bool active = row < rows;  // an idle thread stays for the row sums, adding zeros
-    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
-    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols);
-    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols);
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols) + first_vec;
+    const Vec* dy_row = reinterpret_cast<const Vec*>(dy + row * cols) + first_vec;
+    Vec* dx_row = reinterpret_cast<Vec*>(dx + row * cols) + first_vec;
     const acc_t row_mean = active ? mean[row] : acc_t(0);
     const acc_t row_rstd = active ? rstd[row] : acc_t(0);
 
@@ -170,6 +180,15 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
       }
     }
     row_reduce_sums(sum_g, sum_g_xhat);
+    if (exchange.chunks > 1) {  // acc_t is float: float64 never splits
+      publish_and_wait(exchange, row, chunk, sum_g, sum_g_xhat);
+      sum_g = 0;
+      sum_g_xhat = 0;
+      for (int c = 0; c < exchange.chunks; ++c) {
+        sum_g += read_partial(exchange, row, c, 0);
+        sum_g_xhat += read_partial(exchange, row, c, 1);
+      }
+    }
     const acc_t mean_g = sum_g / cols;
     const acc_t mean_g_xhat = sum_g_xhat / cols;
 
@@ -190,11 +209,13 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     }
   }
 
-  // The block's row of partials. Column c is element c % kVec of vector v = c / kVec, which
-  // thread v % blockDim.x of each row group y holds as its slot (v / blockDim.x)·kVec + c % kVec;
-  // the groups are added in the order of y.
+  // The block's row of partials (a split row's block: its part of its group's row). Column c of
+  // the part is element c % kVec of vector v = c / kVec, which thread v % blockDim.x of each
+  // row group y holds as its slot (v / blockDim.x)·kVec + c % kVec; the groups are added in the
+  // order of y.
   __syncthreads();
-  for (int col = thread; col < cols; col += threads) {
+  const int64_t partial_row = group * cols + first_vec * kVec;
+  for (int col = thread; col < vecs * kVec; col += threads) {
     const int v = col / kVec;
     const int slot = (v / blockDim.x) * kVec + col % kVec;
     acc_t dgamma_sum = 0;
@@ -204,8 +225,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
       dgamma_sum += sums[sum_index<kPack>(slot, threads, owner)];
       dbeta_sum += sums[sum_index<kPack>(kSlots + slot, threads, owner)];
     }
-    partial_dgamma[blockIdx.x * static_cast<int64_t>(cols) + col] = dgamma_sum;
-    partial_dbeta[blockIdx.x * static_cast<int64_t>(cols) + col] = dbeta_sum;
+    partial_dgamma[partial_row + col] = dgamma_sum;
+    partial_dbeta[partial_row + col] = dbeta_sum;
   }
 }
 
@@ -290,9 +311,9 @@ int room_for_sums(FusedKernel<T> kernel) {
 }
 
 // plan_rows' split, with short rows sharing a block of up to kBlockThreads threads, fewer
-// where this GPU's shared memory cannot hold their sums. launchable is false where version 1
-// must take the row: plan_rows cannot split it, or its own sums do not fit (on a T4, rows
-// over 7680).
+// where this GPU's shared memory cannot hold their sums. Rows one block cannot take (longer
+// than 16384, or on a T4 over 7680, whose sums outgrow its shared memory) are split over
+// several blocks. launchable is false where version 1 must take the row.
 template <typename T>
 struct FusedPlan {
   RowPlan rows;
@@ -300,21 +321,13 @@ struct FusedPlan {
   bool launchable = false;
 };
 
+// The kernel instance for a split of the row, launchable where this GPU's shared memory holds
+// its sums (halving the rows a block shares until it does).
 template <typename T>
-FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
-  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
+FusedPlan<T> with_kernel(const RowPlan& rows) {
   FusedPlan<T> plan;
-  plan.rows = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
-  if (!plan.rows.fits()) return plan;
-  if (plan.rows.threads_per_row < kBlockThreads) {
-    plan.rows.rows_per_block = kBlockThreads / plan.rows.threads_per_row;  // fewer blocks: fewer partial rows
-  } else if (sizeof(T) == 2 && plan.rows.threads_per_row > kBlockThreads) {
-    // A 16-bit row of over 8192 columns needs over 512 threads at 16 columns a thread, and at
-    // 64 registers an SM holds one such block, idle while the block waits on its row sums.
-    // At 32 columns a thread (80 registers), blocks of up to 384 threads fit two to an SM.
-    const RowPlan wide = plan_rows(cols, sizeof(T), aligned, 2 * kVecs, 2 * kVecs, kWideMaxThreads);
-    if (wide.fits()) plan.rows = wide;
-  }
+  plan.rows = rows;
+  if (!rows.fits()) return plan;
   plan.kernel = fused_kernel_for<T>(plan.rows);
   if (plan.kernel == nullptr) return plan;
   const int room = room_for_sums<T>(plan.kernel);
@@ -331,28 +344,37 @@ FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
   return plan;
 }
 
-// As many blocks as fit on the GPU at once (registers and shared memory permitting), so that
-// each block's partial row sums many rows; the count depends only on the GPU and the shape,
-// so the order of every sum does too.
 template <typename T>
-int64_t resident_blocks(const FusedPlan<T>& plan) {
-  int device = 0;
-  int sms = 1;
-  int per_sm = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, plan.kernel, plan.rows.threads_per_row * plan.rows.rows_per_block,
-                                                sums_bytes<T>(plan.rows));
-  return static_cast<int64_t>(sms) * (per_sm > 1 ? per_sm : 1);
+FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
+  constexpr int kVecs = kColumnsPerThread * sizeof(T) / kVectorBytes;
+  RowPlan rows = plan_rows(cols, sizeof(T), aligned, kVecs, kVecs, kMaxThreadsPerRow);
+  if (rows.fits()) {
+    if (rows.threads_per_row < kBlockThreads) {
+      rows.rows_per_block = kBlockThreads / rows.threads_per_row;  // fewer blocks: fewer partial rows
+    } else if (sizeof(T) == 2 && rows.threads_per_row > kBlockThreads) {
+      // A 16-bit row of over 8192 columns needs over 512 threads at 16 columns a thread, and at
+      // 64 registers an SM holds one such block, idle while the block waits on its row sums.
+      // At 32 columns a thread (80 registers), blocks of up to 384 threads fit two to an SM.
+      const RowPlan wide = plan_rows(cols, sizeof(T), aligned, 2 * kVecs, 2 * kVecs, kWideMaxThreads);
+      if (wide.fits()) rows = wide;
+    }
+    const FusedPlan<T> plan = with_kernel<T>(rows);
+    if (plan.launchable) return plan;
+  }
+  if (!split_launch_supported()) return {};
+  return with_kernel<T>(plan_split_rows(cols, sizeof(T), aligned, kVecs, kSplitThreads));
 }
 
 // The plan and how many of its blocks fit at once depend only on the GPU and the row, but
 // asking the driver for them (attributes, occupancy) costs microseconds of host time, as much
-// as a whole call of a small shape: each GPU and row length is planned once.
+// as a whole call of a small shape: each GPU and row length is planned once. `groups`: as many
+// blocks (groups of blocks, for a split row) as fit on the GPU at once, so that each partial
+// row sums many rows; it depends only on the GPU and the shape, so the order of every sum does
+// too. A split row's groups must all fit at once (they wait on each other): none fit, no launch.
 template <typename T>
 struct FusedLaunch {
   FusedPlan<T> plan;
-  int64_t resident = 0;
+  int64_t groups = 0;
 };
 
 template <typename T>
@@ -366,7 +388,13 @@ FusedLaunch<T> planned_launch(int64_t cols, bool aligned) {
   auto found = planned.find(key);
   if (found == planned.end()) {
     FusedLaunch<T> launch{fused_plan<T>(cols, aligned)};
-    if (launch.plan.launchable) launch.resident = resident_blocks<T>(launch.plan);
+    if (launch.plan.launchable) {
+      const RowPlan& rows = launch.plan.rows;
+      const int64_t at_once = blocks_at_once(launch.plan.kernel, rows.threads_per_row * rows.rows_per_block,
+                                             sums_bytes<T>(rows));
+      launch.groups = rows.chunks > 1 ? at_once / rows.chunks : (at_once > 0 ? at_once : 1);
+      launch.plan.launchable = launch.groups > 0;
+    }
     found = planned.emplace(key, launch).first;
   }
   return found->second;
@@ -382,7 +410,7 @@ int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned
     const FusedLaunch<T> launch = planned_launch<T>(cols, aligned);
     if (rows == 0 || !launch.plan.launchable) return 0;
     const int64_t needed = (rows + launch.plan.rows.rows_per_block - 1) / launch.plan.rows.rows_per_block;
-    return needed < launch.resident ? needed : launch.resident;
+    return needed < launch.groups ? needed : launch.groups;
   }
 }
 
@@ -398,10 +426,23 @@ cudaError_t launch_layernorm_backward_fused(const T* dy, const T* x, const T* ga
     const FusedPlan<T> plan = planned_launch<T>(cols, aligned).plan;
     acc_type_t<T>* partial_dgamma = partials;
     acc_type_t<T>* partial_dbeta = partials + blocks * cols;
-    plan.kernel<<<static_cast<int>(blocks), dim3(plan.rows.threads_per_row, plan.rows.rows_per_block),
-                  sums_bytes<T>(plan.rows), stream>>>(dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta,
-                                                      rows, static_cast<int>(cols));
-    const cudaError_t error = cudaGetLastError();
+    const dim3 threads(plan.rows.threads_per_row, plan.rows.rows_per_block);
+    cudaError_t error = cudaSuccess;
+    if (plan.rows.chunks == 1) {
+      plan.kernel<<<static_cast<int>(blocks), threads, sums_bytes<T>(plan.rows), stream>>>(
+          dy, x, gamma, mean, rstd, dx, partial_dgamma, partial_dbeta, rows, static_cast<int>(cols),
+          static_cast<int>(cols / plan.rows.vec), RowExchange{});
+      error = cudaGetLastError();
+    } else {
+      RowExchange exchange;
+      error = open_exchange(exchange, rows, plan.rows.chunks, stream);
+      if (error != cudaSuccess) return error;
+      error = launch_cooperative(plan.kernel, static_cast<int>(blocks * plan.rows.chunks), threads,
+                                 sums_bytes<T>(plan.rows), stream, dy, x, gamma, mean, rstd, dx, partial_dgamma,
+                                 partial_dbeta, rows, static_cast<int>(cols), plan.rows.chunk_vecs, exchange);
+      const cudaError_t freed = close_exchange(exchange, stream);
+      if (error == cudaSuccess) error = freed;
+    }
     if (error != cudaSuccess) return error;
     const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
     sum_partials_kernel<T><<<sum_blocks, dim3(kSumColumns, kSumLanes), 0, stream>>>(

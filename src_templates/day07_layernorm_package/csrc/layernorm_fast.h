@@ -4,9 +4,11 @@
 //   forward, version 1  launch_layernorm_forward              a block per row       (day04)
 //            version 2  launch_layernorm_forward_warp         a warp per row
 //            version 3  launch_layernorm_forward_vectorized   ... with 16-byte loads
-//            version 4  launch_layernorm_forward_registers    the row held in registers
+//            version 4  launch_layernorm_forward_registers    the row held in registers, over
+//                                                             several blocks when it is long
 //   backward, version 1 launch_layernorm_backward_dx + _params   three kernels        (day04)
-//             version 2 launch_layernorm_backward_fused          dx and partial dγ, dβ in one
+//             version 2 launch_layernorm_backward_fused          dx and partial dγ, dβ in one,
+//                                                                long rows over several blocks
 //
 // A version that cannot take a shape hands it to the version before it (registers ->
 // vectorized -> warp), so every launcher accepts every input day04's does.
@@ -24,12 +26,16 @@ inline bool is_aligned(const void* pointer, int bytes = kVectorBytes) {
 
 // How a kernel that holds rows in registers splits a row of `cols` elements: each thread owns
 // `vecs_per_thread` vectors of `vec` elements, `threads_per_row` threads share a row, and a
-// block holds `rows_per_block` rows. threads_per_row == 0: the row does not fit.
+// block holds `rows_per_block` rows. threads_per_row == 0: the row does not fit. A row too long
+// for one block is split over `chunks` blocks side by side, each holding `chunk_vecs` vectors
+// of it (the last one the rest); chunk_vecs == 0: the whole row is one block's.
 struct RowPlan {
   int vec = 0;
   int threads_per_row = 0;
   int rows_per_block = 0;
   int vecs_per_thread = 0;
+  int chunks = 1;
+  int chunk_vecs = 0;
   bool fits() const { return threads_per_row > 0; }
 };
 
@@ -68,6 +74,24 @@ inline RowPlan plan_rows(int64_t cols, int element_bytes, bool aligned, int min_
   return plan;
 }
 
+constexpr int kMaxChunks = 32;  // a split row's blocks each read every chunk's sums: a few, not thousands
+
+// A row of whole aligned vectors split into as few chunks as blocks of `max_threads` threads,
+// `vecs_per_thread` vectors each, can hold, shared out evenly (a multiple of 32 threads each).
+// It does not fit past kMaxChunks chunks, or when the row is not whole aligned vectors.
+inline RowPlan plan_split_rows(int64_t cols, int element_bytes, bool aligned, int vecs_per_thread, int max_threads) {
+  const int vec = kVectorBytes / element_bytes;
+  RowPlan plan;
+  if (!aligned || cols % vec != 0) return plan;
+  const int64_t vecs = cols / vec;
+  const int64_t per_block = static_cast<int64_t>(max_threads) * vecs_per_thread;
+  const int64_t chunks = (vecs + per_block - 1) / per_block;
+  if (chunks > kMaxChunks) return plan;
+  const int64_t chunk_vecs = (vecs + chunks - 1) / chunks;
+  const int64_t threads = ((chunk_vecs + vecs_per_thread - 1) / vecs_per_thread + 31) / 32 * 32;
+  return {vec, static_cast<int>(threads), 1, vecs_per_thread, static_cast<int>(chunks), static_cast<int>(chunk_vecs)};
+}
+
 template <typename T>
 cudaError_t launch_layernorm_forward_warp(const T* x, const T* gamma, const T* beta, T* y,
                                           acc_type_t<T>* mean, acc_type_t<T>* rstd, int64_t rows,
@@ -85,11 +109,11 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
                                                int64_t rows, int64_t cols, double eps,
                                                cudaStream_t stream);
 
-// The fused backward writes one row of partial dγ and one of dβ per block. This says how many
-// blocks it launches for the shape on the current GPU, or 0 when it cannot take it (no rows,
-// float64, a row that plan_rows cannot fit: longer than 16384, or more than 32 elements that
-// are not whole aligned vectors, or a block whose running sums exceed the GPU's shared memory:
-// a T4 holds rows up to 7680): then use version 1.
+// The fused backward writes one row of partial dγ and one of dβ per block, or per group of
+// blocks that split a row. This says how many such rows it writes for the shape on the current
+// GPU, or 0 when it cannot take it (no rows, float64, more than 32 elements a row that are not
+// whole aligned vectors, a row longer than its split can hold, or a GPU that cannot launch a
+// split row): then use version 1.
 template <typename T>
 int64_t layernorm_backward_fused_blocks(int64_t rows, int64_t cols, bool aligned);
 
