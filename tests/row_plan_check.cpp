@@ -107,8 +107,10 @@ int main() {
         check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
         check(cols, bytes, aligned, 16 / (16 / bytes), 16 / (16 / bytes), 1024);  // fused backward
         if (bytes == 2) check(cols, bytes, aligned, 4, 4, 384);                  // ... 16-bit rows over 8192
-        check_split(cols, bytes, aligned, 8, 256);                               // forward, long rows
-        check_split(cols, bytes, aligned, 16 / (16 / bytes), 256);               // fused backward, long rows
+        check_split(cols, bytes, aligned, 8, 512);                               // forward, long rows
+        for (int threads = 512; threads >= 32; threads /= 2) {
+          check_split(cols, bytes, aligned, 16 / (16 / bytes), threads);         // fused backward, long rows
+        }
       }
     }
   }

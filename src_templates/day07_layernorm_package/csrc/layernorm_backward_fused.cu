@@ -41,7 +41,7 @@ constexpr int kMaxThreadsPerRow = 1024;
 constexpr int kWideColumnsPerThread = 32;  // 16-bit rows over 8192 columns: see fused_plan
 constexpr int kWideMaxThreads = 384;
 constexpr int kBlockThreads = 512;     // short rows share a block of up to 512 threads
-constexpr int kSplitThreads = 256;     // a split row's blocks: several to an SM, so one's wait hides behind another's loads
+constexpr int kSplitThreads = 512;     // a split row's blocks: fewer chunks wait on each other than at 256
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 32;          // ... with 32 threads per column
 
@@ -362,7 +362,12 @@ FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
     if (plan.launchable) return plan;
   }
   if (!split_launch_supported()) return {};
-  return with_kernel<T>(plan_split_rows(cols, sizeof(T), aligned, kVecs, kSplitThreads));
+  // Split: blocks of kSplitThreads, or fewer threads where their sums outgrow shared memory (a T4).
+  FusedPlan<T> split;
+  for (int threads = kSplitThreads; threads >= kWarpSize && !split.launchable; threads /= 2) {
+    split = with_kernel<T>(plan_split_rows(cols, sizeof(T), aligned, kVecs, threads));
+  }
+  return split;
 }
 
 // The plan and how many of its blocks fit at once depend only on the GPU and the row, but

@@ -34,7 +34,7 @@ namespace {
 
 constexpr int kMaxVecs = 8;             // vectors per thread: 128 bytes of the row
 constexpr int kMaxThreadsPerRow = 512;
-constexpr int kSplitThreads = 256;  // a split row's blocks: several to an SM, so one's wait hides behind another's loads
+constexpr int kSplitThreads = 512;  // a split row's blocks: fewer chunks wait on each other than at 256
 constexpr int64_t kMaxBlocks = 65535;
 
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
