@@ -27,10 +27,8 @@
 // each holding its chunk of x and dy in registers and keeping the running sums of its own
 // columns. The chunks meet once per row in global memory (row_math.cuh) to add up the row's
 // two sums; the blocks of one group of rows write one row of partials between them.
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "row_math.cuh"
 
@@ -370,12 +368,11 @@ FusedPlan<T> fused_plan(int64_t cols, bool aligned) {
   return split;
 }
 
-// The plan and how many of its blocks fit at once depend only on the GPU and the row, but
-// asking the driver for them (attributes, occupancy) costs microseconds of host time, as much
-// as a whole call of a small shape: each GPU and row length is planned once. `groups`: as many
-// blocks (groups of blocks, for a split row) as fit on the GPU at once, so that each partial
-// row sums many rows; it depends only on the GPU and the shape, so the order of every sum does
-// too. A split row's groups must all fit at once (they wait on each other): none fit, no launch.
+// The plan, and `groups`: as many blocks (groups of blocks, for a split row) as fit on the GPU
+// at once, so that each partial row sums many rows. Both depend only on the GPU and the row,
+// so the order of every sum does too, and each GPU and row length is planned once
+// (asked_once: asking the driver costs as much host time as a small call). A split row's
+// groups must all fit at once, since they wait on each other: where none fit, no launch.
 template <typename T>
 struct FusedLaunch {
   FusedPlan<T> plan;
@@ -384,14 +381,7 @@ struct FusedLaunch {
 
 template <typename T>
 FusedLaunch<T> planned_launch(int64_t cols, bool aligned) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, bool>, FusedLaunch<T>> planned;
-  int device = 0;
-  cudaGetDevice(&device);
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(device, cols, aligned);
-  auto found = planned.find(key);
-  if (found == planned.end()) {
+  return asked_once(std::make_pair(cols, aligned), [&] {
     FusedLaunch<T> launch{fused_plan<T>(cols, aligned)};
     if (launch.plan.launchable) {
       const RowPlan& rows = launch.plan.rows;
@@ -400,9 +390,8 @@ FusedLaunch<T> planned_launch(int64_t cols, bool aligned) {
       launch.groups = rows.chunks > 1 ? at_once / rows.chunks : (at_once > 0 ? at_once : 1);
       launch.plan.launchable = launch.groups > 0;
     }
-    found = planned.emplace(key, launch).first;
-  }
-  return found->second;
+    return launch;
+  });
 }
 
 }  // namespace

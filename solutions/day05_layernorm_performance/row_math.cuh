@@ -2,7 +2,10 @@
 // row has fewer threads than a block, and rows too long for one block split over several.
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "device_math.cuh"
 #include "layernorm_fast.h"
@@ -76,23 +79,57 @@ __device__ __forceinline__ float read_partial(const RowExchange& exchange, int64
   return __ldcg(exchange.partials + (row * exchange.chunks + chunk) * 2 + which);
 }
 
-// The slots and counters of a split launch, from the stream's own memory pool: ordered on the
-// stream like the kernel, so they are freed once it ends and the launchers need no workspace
-// argument. false where the GPU cannot launch cooperatively or has no memory pools.
-inline bool split_launch_supported() {
+// What the host asks the driver about a GPU (its attributes, how many blocks fit) costs
+// microseconds, as much as a small call's kernels: each answer is asked for once per GPU.
+template <typename Key, typename Ask>
+auto asked_once(const Key& key, Ask ask) {
+  using Answer = decltype(ask());
+  static std::mutex mutex;
+  static std::map<std::pair<int, Key>, Answer> answers;
   int device = 0;
-  int cooperative = 0;
-  int pools = 0;
   cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
-  cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
-  return cooperative != 0 && pools != 0;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto found = answers.find({device, key});
+  if (found == answers.end()) found = answers.emplace(std::make_pair(device, key), ask()).first;
+  return found->second;
 }
+
+// The slots and counters of a split launch come from a stream-ordered memory pool: freed in
+// stream order once the kernel ends, so the launchers need no workspace argument. The pool is
+// one of our own that keeps what is freed: the default pool hands its memory back to the
+// driver at each synchronize, and mapping it again cost more host time than a wide row's
+// kernel. None where the GPU cannot launch cooperatively or has no memory pools.
+inline cudaMemPool_t exchange_pool() {
+  return asked_once(0, [] {
+    int device = 0;
+    int cooperative = 0;
+    int pools = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    cudaMemPool_t pool = nullptr;
+    if (cooperative == 0 || pools == 0) return pool;
+    cudaMemPoolProps properties{};
+    properties.allocType = cudaMemAllocationTypePinned;
+    properties.location.type = cudaMemLocationTypeDevice;
+    properties.location.id = device;
+    if (cudaMemPoolCreate(&pool, &properties) != cudaSuccess) {
+      cudaGetLastError();
+      return static_cast<cudaMemPool_t>(nullptr);
+    }
+    unsigned long long keep_all = ~0ull;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+    return pool;
+  });
+}
+
+inline bool split_launch_supported() { return exchange_pool() != nullptr; }
 
 inline cudaError_t open_exchange(RowExchange& exchange, int64_t rows, int chunks, cudaStream_t stream) {
   const size_t partial_bytes = static_cast<size_t>(rows) * chunks * 2 * sizeof(float);
   void* memory = nullptr;
-  cudaError_t error = cudaMallocAsync(&memory, partial_bytes + rows * sizeof(unsigned int), stream);
+  cudaError_t error = cudaMallocFromPoolAsync(&memory, partial_bytes + rows * sizeof(unsigned int), exchange_pool(),
+                                              stream);
   if (error != cudaSuccess) return error;
   exchange.partials = static_cast<float*>(memory);
   exchange.arrived = reinterpret_cast<unsigned int*>(static_cast<char*>(memory) + partial_bytes);
@@ -107,13 +144,16 @@ inline cudaError_t close_exchange(const RowExchange& exchange, cudaStream_t stre
 // How many blocks of `kernel` fit on this GPU at once: a cooperative launch may not ask more.
 template <typename Kernel>
 int64_t blocks_at_once(Kernel kernel, int threads, size_t shared_bytes) {
-  int device = 0;
-  int sms = 0;
-  int per_sm = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
-  return static_cast<int64_t>(sms) * per_sm;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), threads, shared_bytes);
+  return asked_once(key, [&] {
+    int device = 0;
+    int sms = 0;
+    int per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes);
+    return static_cast<int64_t>(sms) * per_sm;
+  });
 }
 
 // cudaLaunchCooperativeKernel takes the arguments as pointers to values of exactly the
