@@ -94,15 +94,20 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
     squares = row_reduce_sum(squares);
     acc_t mean = part_mean;
     if (exchange.chunks > 1) {  // acc_t is float: float64 never splits
-      publish_and_wait(exchange, row, chunk, sum, squares);
+      if (row + row_step < rows) {
+        const Vec* next_row = x_row + row_step * (cols / kVec);
+#pragma unroll 1
+        for (int v = threadIdx.x; v < vecs; v += blockDim.x) prefetch_to_l2(next_row + v);
+      }
+      const float2* parts = exchange_partials(exchange, row, chunk, sum, squares);  // (S_c, M_c)
       sum = 0;
-      for (int c = 0; c < exchange.chunks; ++c) sum += read_partial(exchange, row, c, 0);
+      for (int c = 0; c < exchange.chunks; ++c) sum += parts[c].x;
       mean = sum / cols;
       squares = 0;
       for (int c = 0; c < exchange.chunks; ++c) {
         const int n = min(chunk_vecs, cols / kVec - c * chunk_vecs) * kVec;
-        const acc_t off = read_partial(exchange, row, c, 0) / n - mean;
-        squares += read_partial(exchange, row, c, 1) + n * off * off;
+        const acc_t off = parts[c].x / n - mean;
+        squares += parts[c].y + n * off * off;
       }
     }
     const acc_t rstd = rsqrt(squares / cols + eps);

@@ -47,36 +47,54 @@ __device__ __forceinline__ void row_reduce_sum2(acc_t& a, acc_t& b) {
 // ---- A row too long for one block: split over `chunks` blocks that meet once per row ----
 //
 // Blocks side by side each hold their part of the row in registers and sum it; the row's
-// totals need every part. Each block writes its two partial sums to the row's slot, counts
-// itself in, and waits until all `chunks` have: one trip through L2 per row, instead of a
-// second read of the row from memory. Waiting on another block is safe only when every block
-// of the grid is on the GPU at once, which a cooperative launch guarantees (or refuses).
+// totals need every part. Each block publishes its two partial sums in the row's slots and
+// waits until every chunk's are there: one trip through L2 per row, instead of a second read
+// of the row from memory. Waiting on another block is safe only when every block of the grid
+// is on the GPU at once, which a cooperative launch guarantees (or refuses).
 struct RowExchange {
-  float* partials = nullptr;       // [rows][chunks][2]
-  unsigned int* arrived = nullptr;  // [rows], zero before the launch
+  unsigned long long* slots = nullptr;  // [rows][chunks][2], zero before the launch
   int chunks = 1;
 };
 
-// Publishes this block's (a, b) for `row` and returns when every chunk of the row has
-// published; then read_partial gives any chunk's pair. Every thread of the block calls it.
-__device__ __forceinline__ void publish_and_wait(const RowExchange& exchange, int64_t row, int chunk, float a,
-                                                 float b) {
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    float* slot = exchange.partials + (row * exchange.chunks + chunk) * 2;
-    __stcg(slot, a);
-    __stcg(slot + 1, b);
-    __threadfence();  // the pair is visible to every block before the count says so
-    atomicAdd(exchange.arrived + row, 1u);
-    const volatile unsigned int* count = exchange.arrived + row;
-    while (*count < static_cast<unsigned int>(exchange.chunks)) __nanosleep(64);
-    __threadfence();
-  }
-  __syncthreads();
+// A partial sum goes out in one 8-byte store that carries its own "written" mark (the high
+// half), so a reader that sees the mark sees the value. No fence is needed; a fence would also
+// wait for every store of y or dx this thread still has in flight.
+__device__ __forceinline__ unsigned long long marked(float value) {
+  return (1ull << 32) | __float_as_uint(value);
 }
 
-// Read past L1, which may hold a line of the slots from before another block wrote them.
-__device__ __forceinline__ float read_partial(const RowExchange& exchange, int64_t row, int chunk, int which) {
-  return __ldcg(exchange.partials + (row * exchange.chunks + chunk) * 2 + which);
+// Publishes this block's (a, b) for `row`, waits until every chunk of the row has published,
+// and returns the row's pairs in chunk order, in shared memory. Every thread of the block calls it.
+__device__ __forceinline__ const float2* exchange_partials(const RowExchange& exchange, int64_t row, int chunk, float a,
+                                                           float b) {
+  __shared__ float2 pairs[kMaxChunks];
+  const int thread = threadIdx.y * blockDim.x + threadIdx.x;
+  unsigned long long* slots = exchange.slots + row * exchange.chunks * 2;
+  __syncthreads();  // the previous row's pairs may still be being read
+  if (thread == 0) {
+    __stcg(slots + chunk * 2, marked(a));
+    __stcg(slots + chunk * 2 + 1, marked(b));
+  }
+  if (thread < exchange.chunks) {  // a lane per chunk waits for its pair, read past L1
+    const volatile unsigned long long* slot = slots + thread * 2;
+    unsigned long long first = 0;
+    unsigned long long second = 0;
+    while (((first = slot[0]) >> 32) == 0) {
+    }
+    while (((second = slot[1]) >> 32) == 0) {
+    }
+    pairs[thread] = make_float2(__uint_as_float(static_cast<unsigned int>(first)),
+                                __uint_as_float(static_cast<unsigned int>(second)));
+  }
+  __syncthreads();
+  return pairs;
+}
+
+// Brings the 16 bytes at `address` toward L2 without waiting for them, and without a register
+// to hold them. A split row's block asks for its part of its next row before it waits on the
+// other chunks, so that memory keeps working through the wait.
+__device__ __forceinline__ void prefetch_to_l2(const void* address) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
 }
 
 // What the host asks the driver about a GPU (its attributes, how many blocks fit) costs
@@ -126,19 +144,17 @@ inline cudaMemPool_t exchange_pool() {
 inline bool split_launch_supported() { return exchange_pool() != nullptr; }
 
 inline cudaError_t open_exchange(RowExchange& exchange, int64_t rows, int chunks, cudaStream_t stream) {
-  const size_t partial_bytes = static_cast<size_t>(rows) * chunks * 2 * sizeof(float);
+  const size_t bytes = static_cast<size_t>(rows) * chunks * 2 * sizeof(unsigned long long);
   void* memory = nullptr;
-  cudaError_t error = cudaMallocFromPoolAsync(&memory, partial_bytes + rows * sizeof(unsigned int), exchange_pool(),
-                                              stream);
+  const cudaError_t error = cudaMallocFromPoolAsync(&memory, bytes, exchange_pool(), stream);
   if (error != cudaSuccess) return error;
-  exchange.partials = static_cast<float*>(memory);
-  exchange.arrived = reinterpret_cast<unsigned int*>(static_cast<char*>(memory) + partial_bytes);
+  exchange.slots = static_cast<unsigned long long*>(memory);
   exchange.chunks = chunks;
-  return cudaMemsetAsync(exchange.arrived, 0, rows * sizeof(unsigned int), stream);
+  return cudaMemsetAsync(memory, 0, bytes, stream);
 }
 
 inline cudaError_t close_exchange(const RowExchange& exchange, cudaStream_t stream) {
-  return cudaFreeAsync(exchange.partials, stream);
+  return cudaFreeAsync(exchange.slots, stream);
 }
 
 // How many blocks of `kernel` fit on this GPU at once: a cooperative launch may not ask more.

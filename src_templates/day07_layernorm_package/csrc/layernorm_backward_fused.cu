@@ -179,12 +179,12 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     }
     row_reduce_sums(sum_g, sum_g_xhat);
     if (exchange.chunks > 1) {  // acc_t is float: float64 never splits
-      publish_and_wait(exchange, row, chunk, sum_g, sum_g_xhat);
+      const float2* parts = exchange_partials(exchange, row, chunk, sum_g, sum_g_xhat);
       sum_g = 0;
       sum_g_xhat = 0;
       for (int c = 0; c < exchange.chunks; ++c) {
-        sum_g += read_partial(exchange, row, c, 0);
-        sum_g_xhat += read_partial(exchange, row, c, 1);
+        sum_g += parts[c].x;
+        sum_g_xhat += parts[c].y;
       }
     }
     const acc_t mean_g = sum_g / cols;

@@ -74,7 +74,7 @@ inline RowPlan plan_rows(int64_t cols, int element_bytes, bool aligned, int min_
   return plan;
 }
 
-constexpr int kMaxChunks = 32;  // a split row's blocks each read every chunk's sums: a few, not thousands
+constexpr int kMaxChunks = 32;  // a lane of a warp waits for each chunk's sums (row_math.cuh)
 
 // A row of whole aligned vectors split into as few chunks as blocks of `max_threads` threads,
 // `vecs_per_thread` vectors each, can hold, shared out evenly (a multiple of 32 threads each).
