@@ -97,6 +97,11 @@ __device__ __forceinline__ void prefetch_to_l2(const void* address) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
 }
 
+// The host's answers are kept in function-local statics. Outside an anonymous namespace such a
+// static in a template is a "unique" symbol, and a library holding one can never be unloaded:
+// the notebook's rebuild in the same process could not replace it.
+namespace {
+
 // What the host asks the driver about a GPU (its attributes, how many blocks fit) costs
 // microseconds, as much as a small call's kernels: each answer is asked for once per GPU.
 template <typename Key, typename Ask>
@@ -186,3 +191,5 @@ cudaError_t launch_cooperative(void (*kernel)(Params...), int blocks, dim3 threa
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), blocks, threads, pointers, shared_bytes,
                                      stream);
 }
+
+}  // namespace
