@@ -117,7 +117,7 @@ auto asked_once(const Key& key, Ask ask) {
   return found->second;
 }
 
-// The slots and counters of a split launch come from a stream-ordered memory pool: freed in
+// The slots of a split launch come from a stream-ordered memory pool: freed in
 // stream order once the kernel ends, so the launchers need no workspace argument. The pool is
 // one of our own that keeps what is freed: the default pool hands its memory back to the
 // driver at each synchronize, and mapping it again cost more host time than a wide row's
