@@ -1,11 +1,13 @@
-"""Host time of each piece of a small LayerNorm call, the day07 package's and torch's: where a
-host-bound call (4096x1024) spends its time.
+"""Host time of a small LayerNorm call, the day07 package's against torch's, piece by piece:
+where a host-bound call (4096x1024) spends its time.
 
-    python bench/layernorm_package_host.py [--rows 4096] [--cols 1024]
+    python bench/layernorm_package_host.py [--rows 4096] [--cols 1024] [--reps 400]
 
-Each line is the median host time of one piece (time.perf_counter around the call) while a
-sleep kernel keeps the GPU busy, so no call waits on the GPU. Then the profiler's table of
-both forward + backward calls, by CPU time.
+Each group's calls are timed in turn, the order reversed every round, so that the host's
+drift (this is what a host-bound call measures) falls on every call of a group alike. A sleep
+kernel keeps the GPU busy while a call is timed, so no call waits on the GPU: what is timed is
+the host's work (time.perf_counter around the call). Each line gives the median and the 20th
+and 80th percentiles, and the group's last call (torch's) over this one.
 """
 import argparse
 import os
@@ -23,47 +25,66 @@ from bench.reference_build import build_reference  # noqa: E402
 EPS = 1e-5
 
 
-def host_us(fn, reps=300):
-    for _ in range(20):
-        fn()
+def interleaved_us(calls: dict, reps: int) -> dict:
+    """Host microseconds of each call: every call once a round, the order reversed each round."""
+    for call in calls.values():
+        for _ in range(20):
+            call()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        torch.cuda._sleep(2_000_000)  # the GPU stays busy: what is left is the host's time
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(times)
+    names = list(calls)
+    times = {name: [] for name in names}
+    for rep in range(reps):
+        for name in names if rep % 2 == 0 else reversed(names):
+            torch.cuda._sleep(3_000_000)  # the GPU stays busy: what is left is the host's time
+            start = time.perf_counter()
+            calls[name]()
+            times[name].append((time.perf_counter() - start) * 1e6)
+            torch.cuda.synchronize()
+    return times
 
 
-def pieces(package, rows, cols, dtype):
+def groups(package, rows, cols, dtype):
     x = torch.randn(rows, cols, device="cuda", dtype=dtype)
-    w, b = torch.ones(cols, device="cuda", dtype=dtype), torch.zeros(cols, device="cuda", dtype=dtype)
+    w = (torch.rand(cols, device="cuda") + 0.5).to(dtype)
+    b = torch.randn(cols, device="cuda", dtype=dtype)
     dy = torch.randn_like(x)
     leaves = tuple(t.detach().requires_grad_() for t in (x, w, b))
     mean, rstd = torch.zeros(rows, device="cuda"), torch.ones(rows, device="cuda")
+    mean_2d, rstd_2d = mean.unsqueeze(-1), rstd.unsqueeze(-1)  # aten's stats keep the normalized dim
+    ours_op, ours_backward = torch.ops.fast_layernorm.forward.default, torch.ops.fast_layernorm.backward.default
+    y_ours = package.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS)
     y_torch = F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS)
-    y_ours = package.layer_norm(leaves[0], cols, leaves[1], leaves[2], EPS)
     return {
-        "forward op, no grad: ours": lambda: torch.ops.fast_layernorm.forward.default(x, w, b, EPS),
-        "forward op, no grad: aten::native_layer_norm": lambda: torch.ops.aten.native_layer_norm(x, (cols,), w, b,
-                                                                                                 EPS),
-        "layer_norm, no grad: ours": lambda: package.layer_norm(x, cols, w, b, EPS),
-        "layer_norm, no grad: F.layer_norm": lambda: F.layer_norm(x, (cols,), w, b, EPS),
-        "layer_norm recording the graph: ours": lambda: package.layer_norm(leaves[0], cols, leaves[1], leaves[2],
-                                                                           EPS),
-        "layer_norm recording the graph: F.layer_norm": lambda: F.layer_norm(leaves[0], (cols,), leaves[1],
-                                                                             leaves[2], EPS),
-        "backward op: ours": lambda: torch.ops.fast_layernorm.backward.default(dy, x, w, mean, rstd),
-        "autograd.grad of a saved graph: ours": lambda: torch.autograd.grad(y_ours, leaves, dy, retain_graph=True),
-        "autograd.grad of a saved graph: torch": lambda: torch.autograd.grad(y_torch, leaves, dy, retain_graph=True),
-        "forward + backward: ours": lambda: torch.autograd.grad(
-            package.layer_norm(leaves[0], cols, leaves[1], leaves[2], EPS), leaves, dy),
-        "forward + backward: torch": lambda: torch.autograd.grad(
-            F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy),
-        "three torch.empty_like (for scale)": lambda: (torch.empty_like(x), torch.empty_like(x),
-                                                       torch.empty_like(x)),
+        "forward + backward through autograd": {
+            "ours: fast_layernorm.layer_norm": lambda: torch.autograd.grad(
+                package.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy),
+            "torch: F.layer_norm": lambda: torch.autograd.grad(
+                F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy),
+        },
+        "forward, recording the graph": {
+            "ours: the operator (autograd::Function)": lambda: ours_op(*leaves, EPS),
+            "ours: fast_layernorm.layer_norm": lambda: package.layer_norm(leaves[0], (cols,), leaves[1],
+                                                                          leaves[2], EPS),
+            "torch: torch.native_layer_norm": lambda: torch.native_layer_norm(leaves[0], (cols,), leaves[1],
+                                                                              leaves[2], EPS),
+            "torch: F.layer_norm": lambda: F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS),
+        },
+        "forward, no grad: the operators called from Python": {
+            "ours: torch.ops (schema-matched, boxed)": lambda: ours_op(x, w, b, EPS),
+            "torch: torch.ops.aten (schema-matched, boxed)": lambda: torch.ops.aten.native_layer_norm.default(
+                x, (cols,), w, b, EPS),
+            "torch: torch.native_layer_norm (its own binding)": lambda: torch.native_layer_norm(x, (cols,), w, b,
+                                                                                                EPS),
+        },
+        "backward of a kept graph (autograd.grad, retain_graph)": {
+            "ours": lambda: torch.autograd.grad(y_ours, leaves, dy, retain_graph=True),
+            "torch": lambda: torch.autograd.grad(y_torch, leaves, dy, retain_graph=True),
+        },
+        "backward operator alone, no graph": {
+            "ours: fast_layernorm::backward": lambda: ours_backward(dy, x, w, mean, rstd),
+            "torch: aten::native_layer_norm_backward": lambda: torch.ops.aten.native_layer_norm_backward.default(
+                dy, x, (cols,), mean_2d, rstd_2d, w, b, [True, True, True]),
+        },
     }
 
 
@@ -71,21 +92,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=1024)
+    parser.add_argument("--reps", type=int, default=400)
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float16", "bfloat16"])
     args = parser.parse_args()
     build_reference("day07_layernorm_package")
     import fast_layernorm as package  # the build put it on sys.path
 
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.rows}x{args.cols}")
-    for dtype in (torch.float32, torch.bfloat16):
-        calls = pieces(package, args.rows, args.cols, dtype)
-        for name, fn in calls.items():
-            print(f"{str(dtype)[6:]:9} {name:48} host {host_us(fn):7.1f} us")
-        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities) as profile:
-            for _ in range(20):
-                calls["forward + backward: ours"]()
-                calls["forward + backward: torch"]()
-        print(profile.key_averages().table(sort_by="cpu_time_total", row_limit=20))
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.rows}x{args.cols}, "
+          f"{args.reps} rounds; host us: median (p20-p80), then torch's median over this one")
+    for name in args.dtypes:
+        for title, calls in groups(package, args.rows, args.cols, getattr(torch, name)).items():
+            print(f"{name} {title}")
+            times = interleaved_us(calls, args.reps)
+            last = statistics.median(times[list(calls)[-1]])
+            for call, values in times.items():
+                values.sort()
+                median = statistics.median(values)
+                print(f"  {call:50} {median:7.1f} ({values[len(values) // 5]:6.1f}-"
+                      f"{values[4 * len(values) // 5]:6.1f})  {last / median:5.2f}")
 
 
 if __name__ == "__main__":
