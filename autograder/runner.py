@@ -188,9 +188,14 @@ class GroupRunner:
         self.sandbox.give(files.folder)
         wall = CHILD_START_TIMEOUT * self.slowdown + sum(self.timeout(c) for _, c in cases)
         self.exit_code, self.stdout = None, ""
+        # The kernels Triton and inductor compile are kept in the first shared folder, so the
+        # children of one submission (or of one reference copy) compile each once; nobody else's
+        # children are given that folder.
+        jit_cache = os.path.join(self.shared[0], "jit") if self.shared else None
         run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
                                  writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
-                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))))
+                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))),
+                                 jit_cache=jit_cache)
         held: list[Held] = []
         alone = any(case.kind == "perf" for _, case in cases)
 

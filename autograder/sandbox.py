@@ -234,10 +234,17 @@ class Sandbox:
 
     # ---- running ----
 
-    def start(self, argv: list[str], *, writable: list[str], cwd: str, env: dict, limits: Limits) -> Run:
-        """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write."""
+    def start(self, argv: list[str], *, writable: list[str], cwd: str, env: dict, limits: Limits,
+              jit_cache: str | None = None) -> Run:
+        """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write.
+        `jit_cache`: a folder in one of them where Triton and inductor keep the kernels they
+        compile, for every run given the same one; without it each run compiles them anew (in its
+        HOME and TMPDIR), and a grader's own cache folders never reach a run."""
         home = writable[0]
         run_env = scrubbed_env(env, home)
+        if jit_cache:
+            run_env.update(TRITON_CACHE_DIR=os.path.join(jit_cache, "triton"),
+                           TORCHINDUCTOR_CACHE_DIR=os.path.join(jit_cache, "inductor"))
         if self.ccache_dir:
             run_env.update(CCACHE_DIR=self.ccache_dir, CCACHE_UMASK="002")
         if self.ccache_dir and self.mode == "uid" and not _passable(self.ccache_dir):

@@ -71,6 +71,36 @@ print(json.dumps({{"wrote": wrote, "env": dict(os.environ)}}))
     assert not any(os.path.exists(path) for path in targets)
 
 
+def test_runs_given_one_jit_cache_share_it_and_others_keep_their_own(sandbox, tmp_path):
+    """Triton's and inductor's caches: in the folder the runs of one submission are given, else in
+    the run's own HOME and TMPDIR; the grader's own cache folders never reach a run."""
+    shared = sandbox.folder(str(tmp_path), "build_")
+    code = """
+import json, os, uuid
+folder = os.environ.get("TRITON_CACHE_DIR", os.path.join(os.environ["HOME"], ".triton", "cache"))
+os.makedirs(folder, exist_ok=True)
+open(os.path.join(folder, uuid.uuid4().hex), "w").close()  # a pid would repeat: each bwrap run is pid 2
+print(json.dumps({"triton": folder, "inductor": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                  "kernels": len(os.listdir(folder))}))
+"""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "graders"), TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "g2"))
+
+    def run(jit_cache):
+        folder = sandbox.folder(str(tmp_path), "run_")
+        exit_code, output = sandbox.run(python_command("-c", code), timeout=60, writable=[folder, shared], cwd=folder,
+                                        env=env, limits=LIMITS, jit_cache=jit_cache)
+        assert exit_code == 0, output
+        return folder, json.loads(output.strip().splitlines()[-1])
+
+    cache = os.path.join(shared, "jit")
+    seen = [run(cache)[1] for _ in range(2)]
+    assert [s["kernels"] for s in seen] == [1, 2]  # the second run found the first one's
+    assert seen[1]["triton"] == os.path.join(cache, "triton") and seen[1]["inductor"] == os.path.join(cache, "inductor")
+    folder, alone = run(None)
+    assert alone["kernels"] == 1 and alone["triton"].startswith(folder) and alone["inductor"] is None
+    assert not os.path.exists(tmp_path / "graders")
+
+
 def test_processes_a_run_leaves_are_killed(sandbox, tmp_path):
     folder = sandbox.folder(str(tmp_path), "run_")
     # a detached grandchild (new session, double fork) and a plain child, both outliving the run
