@@ -390,7 +390,10 @@ def perf(op, backend, dtype, shape, zero_at=ZERO_AT, points=2.0, hint="", **para
                 kind="perf", timeout=180.0, needs=needs, hint=hint)
 
 
-QUANT_PERF_SHAPE = (16384, 4096)
+# D = 4096, a model's width. Twice 16384 rows, where the host's launch of a Triton kernel took
+# longer than the GPU's work on an H100 and set the time (docs/performance.md); no more, since
+# the float64 inputs and answer live in host memory (a Colab runtime has 12 GB).
+QUANT_PERF_SHAPE = (32768, 4096)
 # Unfused, PyTorch makes about ten passes over the tensor (casts, the norm, abs, max, divide,
 # round, clamp, cast); fused, one. No points at a quarter of the fused reference's speed, where
 # a kernel that does not fuse lands.
@@ -420,7 +423,7 @@ CASES = [
     case("residual", "triton", FP16, (33, 1000)),
     compiled("triton"),
     # reference_vs_torch: the notebook's estimate (course/cases.py), from docs/performance.md
-    perf("perf_quant", "cuda", BF16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT, reference_vs_torch=23.6),
+    perf("perf_quant", "cuda", BF16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT, reference_vs_torch=24.7),
     perf("perf_quant", "triton", BF16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT,
-         reference_vs_torch=24.0),
+         reference_vs_torch=25.1),
 ]
