@@ -22,8 +22,8 @@ from course.authoring import units
 
 def _grade_and_report(submission: str, unit, out: str, **options) -> bool:
     result = grade(submission, unit, **options)
+    path = report.write(result, out)  # first: nothing printed after it can cost the report
     print(report.table(result))
-    path = report.write(result, out)
     print(f"wrote {path}")
     return all(t.passed or t.not_run for t in result.tests)
 
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
     class_cli.add_commands(commands)
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a student's text may hold what UTF-8 cannot encode
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if hasattr(args, "run"):
         return args.run(args)
     if args.sandbox == "none":

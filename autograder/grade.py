@@ -31,6 +31,7 @@ from autograder.reference import reference
 from autograder.runner import GroupRunner
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.sanitized import sanitized_verdicts
+from autograder.untrusted_files import is_regular_file
 from autograder.stored_build import StoredBuild, store
 from autograder.submission import SubmissionError, materialize
 from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
@@ -141,6 +142,7 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     except (SubmissionError, OSError) as error:
         test.output = f"the submission could not be read: {error}"
         return test, None, box, source_dir, {}
+    answers = _kept_answers(unit, answers)
     if missing:
         test.output = "missing from the submission: " + ", ".join(missing)
         return test, None, box, source_dir, answers
@@ -148,11 +150,15 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
     sandbox.give(box)
     timeout = min(build_timeout, deadline.left())
     code, log = sandbox.run(python_command(*build_args(unit.plan(), source_dir, build_dir)), timeout=timeout,
-                            writable=[box], cwd=box, env=env, limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+                            writable=[box], cwd=box, env=env, limits=Limits(cpu_seconds=int(timeout * CPUS) + 60),
+                            ccache=True)
     if code is None:
         test.output = f"the build took longer than {timeout:.0f} s and was stopped"
         return test, None, box, source_dir, answers
     try:
+        if os.path.lexists(os.path.join(build_dir, "built.json")) and not is_regular_file(
+                os.path.join(build_dir, "built.json")):  # a FIFO's open would wait for ever
+            raise BuildError(f"build of {unit.name} left a built.json that is not a regular file", log, [])
         built = read_built(unit.plan(), build_dir, code, log)
     except BuildError as error:
         errors = student_errors(error.log, source_dir, build_dir, public_roots(env)) or (
@@ -216,7 +222,9 @@ def hidden_from_runs(unit: Unit, *batch_paths: str | None) -> list[str]:
     batch the folders of its GPU locks and kept builds (batch_paths: files in them). A run of
     the grader's own uid could otherwise take a lock and hold up another grading's timing, or
     read another student's sources."""
-    folders = [unit.solutions, *(os.path.dirname(os.path.abspath(path)) for path in batch_paths if path)]
+    # The repository's .git holds every file of solutions/ too, as objects `git show` reads.
+    git = os.path.join(os.path.dirname(os.path.abspath(unit.solutions)), ".git")
+    folders = [unit.solutions, git, *(os.path.dirname(os.path.abspath(path)) for path in batch_paths if path)]
     return [f for f in folders if not any(f != o and f.startswith(o.rstrip(os.sep) + os.sep) for o in folders)]
 
 
@@ -454,6 +462,13 @@ def _own_tests(built: Built, source_dir: str, sandbox: Sandbox, box: str, env: d
     test.passed = code == 0
     test.output = "\n".join([f"your tests/ (reported, not graded): {summary}", *outcomes])
     return test
+
+
+def _kept_answers(unit: Unit, answers: dict[str, str]) -> dict[str, str]:
+    """The answers to the unit's own questions, each cut to MAX_ANSWER_CHARS: what the report
+    carries of a notebook's answer cells, whatever their number and size."""
+    known = {question.id for question in questions(unit)}
+    return {key: answer_text(text)[:MAX_ANSWER_CHARS] for key, text in answers.items() if key in known}
 
 
 def _written(unit: Unit, answers: dict[str, str]) -> list[TestResult]:

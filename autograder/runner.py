@@ -21,6 +21,7 @@ import torch
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock, Held
 from autograder.sandbox import Limits, Run, Sandbox, python_command
+from autograder.untrusted_files import clean_strings, open_regular
 from course.cases import Case
 
 CHILD_START_TIMEOUT = 120  # import torch, load the module, create the CUDA context
@@ -107,9 +108,10 @@ def _tail(text: str, lines: int = 6) -> str:
 
 
 def load_result(path: str) -> dict | str:
-    """A child's result file as data, or why it cannot be read."""
+    """A child's result file as data, its text cleaned for the report, or why it cannot be read."""
     try:
-        return torch.load(path, weights_only=True, map_location="cpu")
+        with open_regular(path) as handle:
+            return clean_strings(torch.load(handle, weights_only=True, map_location="cpu"))
     except Exception as error:  # noqa: BLE001 - whatever the child wrote, the grader goes on
         return f"the test process left a result file that could not be read ({type(error).__name__})"
 

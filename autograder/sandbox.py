@@ -235,29 +235,32 @@ class Sandbox:
     # ---- running ----
 
     def start(self, argv: list[str], *, writable: list[str], cwd: str, env: dict, limits: Limits,
-              jit_cache: str | None = None) -> Run:
+              jit_cache: str | None = None, ccache: bool = False) -> Run:
         """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write.
         `jit_cache`: a folder in one of them where Triton and inductor keep the kernels they
         compile, for every run given the same one; without it each run compiles them anew (in its
-        HOME and TMPDIR), and a grader's own cache folders never reach a run."""
+        HOME and TMPDIR), and a grader's own cache folders never reach a run. `ccache`: a build,
+        which may use (and write) the shared ccache if there is one; no other run may."""
         home = writable[0]
         run_env = scrubbed_env(env, home)
         if jit_cache:
             run_env.update(TRITON_CACHE_DIR=os.path.join(jit_cache, "triton"),
                            TORCHINDUCTOR_CACHE_DIR=os.path.join(jit_cache, "inductor"))
-        if self.ccache_dir:
-            run_env.update(CCACHE_DIR=self.ccache_dir, CCACHE_UMASK="002")
-        if self.ccache_dir and self.mode == "uid" and not _passable(self.ccache_dir):
-            run_env["CCACHE_DISABLE"] = "1"  # under a folder the uid cannot pass (root's home)
+        shared_ccache = self.ccache_dir if ccache else None
+        run_env.pop("CCACHE_DIR", None)
+        if shared_ccache:
+            run_env.update(CCACHE_DIR=shared_ccache, CCACHE_UMASK="002")
+        if not shared_ccache or self.mode == "uid" and not _passable(shared_ccache):
+            run_env["CCACHE_DISABLE"] = "1"  # none to share, or under a folder the uid cannot pass (root's home)
         command = argv
         if self.mode == "bwrap":
-            command = self._bwrap(argv, writable, cwd)
+            command = self._bwrap(argv, writable, cwd, shared_ccache)
         own_uid = self.uid is not None
 
         def in_child() -> None:
             limits.apply(own_uid)
             if own_uid and self.mode == "uid":
-                os.setgroups([CCACHE_GID] if self.ccache_dir else [])
+                os.setgroups([CCACHE_GID] if shared_ccache else [])
                 os.setgid(self.uid)
                 os.setuid(self.uid)
 
@@ -272,7 +275,7 @@ class Sandbox:
         run.kill()
         return code, run.stdout() + run.stderr()
 
-    def _bwrap(self, argv: list[str], writable: list[str], cwd: str) -> list[str]:
+    def _bwrap(self, argv: list[str], writable: list[str], cwd: str, ccache_dir: str | None) -> list[str]:
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU, when there is one
             args += ["--dev-bind", node, node]
@@ -285,7 +288,7 @@ class Sandbox:
         emptied = self.hidden  # seen empty: what the runs need from them is bound back below
         binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden) or _under(p, emptied)]
         binds += [(p, "--tmpfs") for p in emptied]
-        binds += [(os.path.realpath(p), "--bind") for p in writable + ([self.ccache_dir] if self.ccache_dir else [])]
+        binds += [(os.path.realpath(p), "--bind") for p in writable + ([ccache_dir] if ccache_dir else [])]
         made, bound = set(), []
         for path, how in sorted(binds, key=lambda item: item[0].count(os.sep)):  # outer folders first
             if how == "--tmpfs":
@@ -309,7 +312,7 @@ class Sandbox:
             return args + ["--unshare-all", "--", *argv]
         # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
         # switch to) and the command switches to the sandbox uid, with no capabilities left.
-        groups = ["--groups", str(CCACHE_GID)] if self.ccache_dir else ["--clear-groups"]
+        groups = ["--groups", str(CCACHE_GID)] if ccache_dir else ["--clear-groups"]
         return args + ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                        "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                        "setpriv", "--reuid", str(self.uid), "--regid", str(self.uid), *groups,

@@ -100,7 +100,7 @@ def _alive(tmp_path, uid, ended: float) -> list[str]:
 
 def _planted() -> list[str]:
     places = [*site.getsitepackages(), site.getusersitepackages(), os.path.join(REPO, "course"),
-              os.path.expanduser("~root")]
+              os.path.expanduser("~root"), *filter(None, [os.environ.get("CCACHE_DIR")])]
     found = [path for place in places for path in glob.glob(os.path.join(place, "*hostile_planted*"))]
     for path in found:  # no later process may run them
         os.remove(path)
@@ -123,6 +123,7 @@ def _check(mutant, data: dict, tmp_path, ended: float, secret: str = "") -> None
     extra = data["extra_data"]
     assert extra["unit"] == UNIT.name and extra["seed"] == SEED and extra["sandbox"]["mode"] in ("bwrap", "uid")
     text = json.dumps(data)
+    assert len(text) < 200_000, f"the report is {len(text)} characters long"
     assert "forged" not in text and "root:x:0:0" not in text and (not secret or secret not in text)
     assert _alive(tmp_path, extra["sandbox"]["uid"], ended) == []
     assert [p for p in os.listdir(tmp_path / "work") if not p.endswith("_other")] == []  # its folders removed

@@ -10,7 +10,9 @@ import torch
 
 from autograder.build_log import student_errors
 from autograder.result_schema import result_problem
+from autograder.runner import load_result
 from autograder.submission import MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS, SubmissionError, read_submission
+from autograder.untrusted_files import is_regular_file
 from course.authoring import units
 from course.cases import make_input_sets
 from course.judge import judge
@@ -225,3 +227,14 @@ def test_a_16_bit_case_sized_without_a_shape_is_drawn_once():
     """day04's overflow cases build a tensor past 2^31 elements: three of them would be waste."""
     overflow = next(c for c in units.load("day04_layernorm_edge_cases").tests().CASES if c.name == "cuda_fwd_overflow")
     assert overflow.elements is None and overflow.input_sets == 1
+
+
+def test_a_result_file_that_is_a_pipe_or_a_link_is_refused_without_waiting(tmp_path):
+    regular, fifo, link = tmp_path / "0.result.pt", tmp_path / "1.result.pt", tmp_path / "2.result.pt"
+    torch.save({"exception": "\ud800" * 10_000}, regular)
+    os.mkfifo(fifo)  # no writer: a blocking open would wait for ever
+    link.symlink_to(regular)
+    assert is_regular_file(str(regular)) and not is_regular_file(str(fifo)) and not is_regular_file(str(link))
+    assert "could not be read" in load_result(str(fifo)) and "could not be read" in load_result(str(link))
+    message = load_result(str(regular))["exception"]
+    assert len(message) < 5000 and message.encode("utf-8")  # cut short, and printable

@@ -5,11 +5,11 @@ import csv
 import pytest
 
 from autograder import gradebook, report
-from autograder.grade import _written
+from autograder.grade import _kept_answers, _written
 from autograder.results import Grade
 from course.authoring import units
 from course.authoring.generate import ANSWER_PROMPT
-from course.authoring.questions import WRITTEN, questions
+from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, questions
 
 UNITS = units.all_units()
 
@@ -33,6 +33,15 @@ def test_answers_become_entries_worth_nothing_until_graded_by_hand():
     assert not second.passed and second.output.startswith("no answer to grade: **Q2")
     assert all(e.tags[0] == WRITTEN for e in entries.values())
     assert _written(unit, {}) == [], "a submission of sources alone has no answers to grade"
+
+
+def test_the_report_keeps_only_answers_to_the_units_questions_each_cut_short():
+    unit = units.load("day06_bias_gelu")
+    ids = [q.id for q in questions(unit)]
+    answers = {ids[0]: f"{ANSWER_PROMPT} " + "x" * (40 << 20), "not_a_question": "y" * 100,
+               **{f"extra_{i}": "z" for i in range(1000)}}
+    kept = _kept_answers(unit, answers)
+    assert list(kept) == [ids[0]] and kept[ids[0]] == "x" * MAX_ANSWER_CHARS
 
 
 def test_the_class_reports_collect_answers_apart_from_the_score(tmp_path):
