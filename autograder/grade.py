@@ -31,9 +31,9 @@ from autograder.reference import reference
 from autograder.runner import GroupRunner
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.sanitized import sanitized_verdicts
-from autograder.untrusted_files import is_regular_file
 from autograder.stored_build import StoredBuild, store
 from autograder.submission import SubmissionError, materialize
+from autograder.untrusted_files import is_regular_file
 from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
 from course.authoring.units import Unit
 from course.build import BuildError, Built, build_args, libstdcxx_problem, read_built
