@@ -156,8 +156,8 @@ def _read_and_build(unit: Unit, submission: str, sandbox: Sandbox, work: str, en
         test.output = f"the build took longer than {timeout:.0f} s and was stopped"
         return test, None, box, source_dir, answers
     try:
-        if os.path.lexists(os.path.join(build_dir, "built.json")) and not is_regular_file(
-                os.path.join(build_dir, "built.json")):  # a FIFO's open would wait for ever
+        record = os.path.join(build_dir, "built.json")  # a package's setup.py could make it a FIFO
+        if os.path.lexists(record) and not is_regular_file(record):
             raise BuildError(f"build of {unit.name} left a built.json that is not a regular file", log, [])
         built = read_built(unit.plan(), build_dir, code, log)
     except BuildError as error:

@@ -237,4 +237,4 @@ def test_a_result_file_that_is_a_pipe_or_a_link_is_refused_without_waiting(tmp_p
     assert is_regular_file(str(regular)) and not is_regular_file(str(fifo)) and not is_regular_file(str(link))
     assert "could not be read" in load_result(str(fifo)) and "could not be read" in load_result(str(link))
     message = load_result(str(regular))["exception"]
-    assert len(message) < 5000 and message.encode("utf-8")  # cut short, and printable
+    assert len(message) < 5000 and "\ud800" not in message  # cut short, and encodable
