@@ -31,14 +31,19 @@ def _strings_problem(name: str, value) -> str:
     return ""
 
 
-def _outputs_problem(spec, input_sets: list[dict], outputs) -> str:
+def _outputs_problem(spec, input_sets: list[dict], result: dict) -> str:
+    outputs, devices = result.get("outputs"), result.get("output_devices")
     if not isinstance(outputs, (list, tuple)):
         return "outputs is not a list"
     if len(outputs) != len(input_sets):
         return f"outputs holds {len(outputs)} set(s) of outputs for {len(input_sets)} set(s) of inputs"
-    for number, (inputs, got) in enumerate(zip(input_sets, outputs)):
+    if not isinstance(devices, (list, tuple)) or len(devices) != len(outputs):
+        return "the devices of the outputs are missing"
+    for number, (inputs, got, where) in enumerate(zip(input_sets, outputs, devices)):
         if not isinstance(got, (list, tuple)):
             return f"output set {number} is not a tuple"
+        if _strings_problem("", where) or len(where) != len(got):
+            return f"the devices of output set {number} are not one name per output"
         names = op_for(spec, inputs).outputs
         for name, value in zip(names, got):
             problem = _tensor_problem(name, value)
@@ -72,8 +77,8 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
             return "the error is neither None nor (type name, message)"
         return ""
     if case.kind == "perf":
-        return timing_problem(result) or _outputs_problem(spec, input_sets[:1], result.get("outputs"))
-    problem = _outputs_problem(spec, input_sets, result.get("outputs"))
+        return timing_problem(result) or _outputs_problem(spec, input_sets, result)
+    problem = _outputs_problem(spec, input_sets, result)
     # (a side-stream run records no inputs after the call: it copies them in on its stream)
     if not problem and INPUTS_UNCHANGED in case.checks and SIDE_STREAM not in case.checks:
         after = result.get("inputs_after")

@@ -56,6 +56,17 @@ def _as_tuple(outputs) -> tuple:
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
+def _for_judge(outputs) -> tuple[tuple, tuple[str, ...]]:
+    """The outputs copied to the CPU for the judge, and the devices the op returned them on."""
+    outputs = _as_tuple(outputs)
+    return tuple(t.detach().to("cpu", copy=True) for t in outputs), tuple(str(t.device) for t in outputs)
+
+
+def _collected(pairs: list[tuple]) -> dict:
+    """_for_judge's pairs, one per input set, as the result's "outputs" and "output_devices"."""
+    return {"outputs": [p[0] for p in pairs], "output_devices": [p[1] for p in pairs]}
+
+
 def _synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -87,8 +98,7 @@ def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
         for k, v in pinned.items():
             if isinstance(v, torch.Tensor):
                 buffers[k].copy_(v, non_blocking=True)
-        outputs = _as_tuple(call(spec, ext, buffers))
-        outputs = tuple(o.to("cpu", non_blocking=False) for o in outputs)
+        outputs = _for_judge(call(spec, ext, buffers))
     stream.synchronize()
     return outputs
 
@@ -118,7 +128,7 @@ def _timing(op, arg_sets: list[tuple], device: str):
 
 def _timing_entry(timing) -> dict:
     return {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
-            "host_bound": timing.host_bound}
+            "host_bound": timing.host_bound, "unseen": timing.unseen}
 
 
 def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
@@ -136,17 +146,18 @@ def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict
             result["reference_timing"] = _timing_entry(timing)
         return result
     timing = _timing(lambda inputs: call(spec, ext, inputs), arg_sets, case.device)
-    # What the timed calls returned on set 0, for the judge. torch's time from this process
-    # serves the notebook; the grader takes it from the run without student code.
-    return {"timing": _timing_entry(timing), "torch_timing": torchs,
-            "outputs": [tuple(t.detach().to("cpu", copy=True) for t in _as_tuple(timing.last_outputs[0]))]}
+    # What the last timed call on each set returned, for the judge: an answer kept from an
+    # earlier call (by the inputs' shape, say) is wrong on the other sets. torch's time from
+    # this process serves the notebook; the grader takes it from the run without student code.
+    return {"timing": _timing_entry(timing), "torch_timing": torchs, **_collected([_for_judge(o) for o in timing.last_outputs])}
 
 
 def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
-    """Run the case; return {"outputs": [tuple per input set], ...} or {"error": (type, message)};
-    a perf case: {"timing": {"median_ms", "spread", "reps", "host_bound"}, "torch_timing": {...},
-    "outputs": [tuple for set 0]}, or with ext None torch's timing, and the reference's as
-    "reference_timing" when given."""
+    """Run the case; return {"outputs": [tuple per input set], "output_devices": [the devices
+    they came back on, per set], ...} or {"error": (type, message)}; a perf case: {"timing":
+    {"median_ms", "spread", "reps", "host_bound", "unseen"}, "torch_timing": {...}, "outputs",
+    "output_devices"} (what the last timed call on each set returned), or with ext None torch's
+    timing, and the reference's as "reference_timing" when given."""
     device = case.device
     result: dict = {}
     if case.kind == "perf":
@@ -161,11 +172,10 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
         return result
 
     if SIDE_STREAM in case.checks:
-        result["outputs"] = [_call_on_side_stream(spec, ext, s, device) for s in input_sets]
-        return result
+        return _collected([_call_on_side_stream(spec, ext, s, device) for s in input_sets])
 
     buffers = _to_device(spec, case, input_sets[0])
-    outputs = []
+    pairs = []
     for index, inputs in enumerate(input_sets):
         if index:  # same buffers, new values: results cached by pointer or shape show
             for k, v in inputs.items():
@@ -180,8 +190,8 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
             _poison_allocator(metas, device)
         got = _as_tuple(call(spec, ext, buffers))
         _synchronize(device)
-        outputs.append(tuple(t.detach().to("cpu", copy=True) for t in got))
-    result["outputs"] = outputs
+        pairs.append(_for_judge(got))
+    result.update(_collected(pairs))
     if INPUTS_UNCHANGED in case.checks:
         result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}
     if OWN_KERNEL in case.checks:

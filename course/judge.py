@@ -151,6 +151,16 @@ def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
     return problems
 
 
+def _device_problems(spec, case: Case, inputs: dict, devices) -> list[str]:
+    """Outputs that came back on another kind of device than the case's inputs (right values
+    computed on the CPU for CUDA inputs, say); [] where all are right or none were recorded."""
+    wanted = case.device.split(":")[0]
+    op = op_for(spec, inputs)
+    return [f"{name} came back on {device}, but the inputs are on {case.device}: return it on their device"
+            for name, device in zip(op.outputs, devices or ())
+            if name not in op.host_outputs and device.split(":")[0] != wanted]
+
+
 def _with_hint(problems: list[str], case: Case) -> list[str]:
     """The case's own hint, unless the mismatch's pattern already says what went wrong: a hint
     fixed per case guesses from the case's purpose and can point the wrong way."""
@@ -168,8 +178,14 @@ def describe_inputs(inputs: dict) -> str:
     return f"{name} {list(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}"
 
 
+def _devices(result: dict, index: int):
+    devices = result.get("output_devices")
+    return devices[index] if devices else None
+
+
 def _timing(entry: dict) -> Timing:
-    return Timing(**{k: entry[k] for k in ("median_ms", "spread", "reps")}, host_bound=bool(entry.get("host_bound")))
+    return Timing(**{k: entry[k] for k in ("median_ms", "spread", "reps")}, host_bound=bool(entry.get("host_bound")),
+                  unseen=bool(entry.get("unseen")))
 
 
 def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline) -> Verdict:
@@ -183,10 +199,13 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     if not isinstance(baseline, dict) or "timing" not in baseline:
         why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
         return Verdict(False, f"not run: the reference could not be timed here: {why}")
-    problems = _values_problems(spec, input_sets[0], result["outputs"][0])
-    if problems:
-        return Verdict(False, "\n".join(["the output of the timed calls was wrong, so their time earns no points:",
-                                         *_with_hint(problems, case)]), 0.0)
+    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
+        problems = (_device_problems(spec, case, inputs, _devices(result, index))
+                    or _values_problems(spec, inputs, outputs))
+        if problems:
+            return Verdict(False, "\n".join([f"the output of the timed calls on input set {index + 1} of "
+                                             f"{len(input_sets)} was wrong, so their time earns no points:",
+                                             *_with_hint(problems, case)]), 0.0)
     ours, torchs = _timing(result["timing"]), _timing(baseline["timing"])
     reference = _timing(baseline["reference_timing"]) if "reference_timing" in baseline else None
     if not 0 < ours.median_ms < float("inf"):  # the divisions below must mean something
@@ -208,6 +227,9 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     points = round(case.points * fraction, 2)
     message = (f"{timed} on {describe_inputs(input_sets[0])}: {ratio:.2f}x the reference, {torch_ratio:.2f}x torch "
                f"-> {points:g}/{case.points:g} points (full at {full_at:.2f}x the reference, zero at {zero_at:.2f}x)")
+    if ours.unseen:
+        message += ("\nyour call left work on the GPU that its timing events did not see (on a stream other than "
+                    "the current one?): it is timed from the call until the GPU was idle")
     if ours.host_bound:
         message += ("\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
                     "the GPU: look there first")
@@ -235,7 +257,7 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
         return _judge_error(case, result)
     problems = []
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
-        problems = _values_problems(spec, inputs, outputs)
+        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(spec, inputs, outputs)
         if index == 1 and ROTATED in case.checks:
             problems = ["on the second call, with new values in the same buffers: " + p for p in problems]
         elif index:

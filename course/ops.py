@@ -27,6 +27,8 @@ class Op:
                                                      # near tie to round either way, but only rarely
     against_itself: bool = False  # reference takes (inputs, outputs): what is right follows from the op's
                                   # own raw outputs (gradcheck), worked out by the judge, not the child
+    host_outputs: tuple[str, ...] = ()  # outputs the call makes on the CPU (a count, a verdict); every
+                                        # other one must come back on the case's device
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
@@ -62,7 +64,8 @@ def dtypes_like(name: str, count: int = 1) -> Callable:
 
 def flag(call: Callable, name: str, tolerance: Callable = exact) -> Op:
     """An op whose one output is a bool tensor that must be True (gradcheck's verdict, say)."""
-    return Op(call, lambda inputs: (torch.tensor(True),), (name,), lambda inputs: (torch.bool,), tolerance)
+    return Op(call, lambda inputs: (torch.tensor(True),), (name,), lambda inputs: (torch.bool,), tolerance,
+              host_outputs=(name,))
 
 
 def gradients(function: Callable, inputs: dict, names: tuple[str, ...], upstream: str) -> tuple:
@@ -133,4 +136,5 @@ def gradcheck_op(call: Callable, names: tuple[str, ...], output_like: str = "x")
     within gradcheck's tolerance, as gradcheck requires, so the op is judged against itself."""
     return Op(call, _gradcheck_expected(names, output_like), GRADCHECK_OUTPUTS,
               lambda inputs: (torch.float64, torch.float64),
-              lambda inputs: dict(zip(GRADCHECK_OUTPUTS, (EXACT, GRADCHECK_TOLERANCE))), against_itself=True)
+              lambda inputs: dict(zip(GRADCHECK_OUTPUTS, (EXACT, GRADCHECK_TOLERANCE))), against_itself=True,
+              host_outputs=GRADCHECK_OUTPUTS)

@@ -2,6 +2,7 @@
 submission's container, a child's result, a failed build's log. No build, no child process."""
 import json
 import os
+import types
 import zipfile
 
 import nbformat
@@ -31,6 +32,7 @@ def _honest(case_name: str) -> tuple:
         return case, input_sets, {"error": ("RuntimeError", "bias must have N elements")}
     outputs = [tuple(SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
     result = {"outputs": [tuple(t.to(inputs["x"].dtype) for t in out) for out, inputs in zip(outputs, input_sets)]}
+    result["output_devices"] = [(case.device,) for _ in input_sets]
     result["inputs_after"] = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
     result["ops"], result["kernels"] = [], []
     return case, input_sets, result
@@ -42,6 +44,9 @@ def _honest(case_name: str) -> tuple:
     ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
     ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
     ("cpu_fp64_small", lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),)]}, "not a plain tensor"),
+    ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "output_devices"}, "devices of the outputs"),
+    ("cpu_fp64_small", lambda r: {**r, "output_devices": [()]}, "devices of output set 0"),
+    ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,)]}, "devices of output set 0"),
     ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
     ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
     ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
@@ -54,17 +59,52 @@ def test_a_malformed_result_is_named(case_name, forge, problem):
     assert problem in result_problem(SPEC, case, input_sets, forge(result))
 
 
-def test_a_perf_result_needs_a_timing_that_is_a_number():
+def _perf_result() -> tuple:
+    """(a perf case, its input sets, a well-formed result: every set's right output)."""
     from course.cases import Case
 
-    case = Case("p", "g", kind="perf", params=dict(shape=(4, 8)))
+    case = Case("p", "g", kind="perf", params=dict(shape=(4, 8), full_at=0.9, zero_at=0.45))
     input_sets = make_input_sets(SPEC, case, seed=1)
-    outputs = [(SPEC.OPS["forward"].reference(input_sets[0])[0].float(),)]
-    good = {"timing": {"median_ms": 1.0, "spread": 0.1, "reps": 10}, "outputs": outputs}
-    assert result_problem(SPEC, case, input_sets, good) == ""
+    outputs = [(SPEC.OPS["forward"].reference(inputs)[0].float(),) for inputs in input_sets]
+    return case, input_sets, {"timing": {"median_ms": 1.0, "spread": 0.1, "reps": 10}, "outputs": outputs,
+                              "output_devices": [("cpu",)] * len(outputs)}
+
+
+def test_a_perf_result_needs_a_timing_that_is_a_number_and_every_sets_outputs():
+    case, input_sets, good = _perf_result()
+    assert len(input_sets) == 3 and result_problem(SPEC, case, input_sets, good) == ""
     for bad in (float("nan"), "fast", None, True):
         forged = {**good, "timing": {**good["timing"], "median_ms": bad}}
         assert "median_ms is not a number" in result_problem(SPEC, case, input_sets, forged)
+    first_only = {**good, "outputs": good["outputs"][:1], "output_devices": good["output_devices"][:1]}
+    assert "1 set(s) of outputs for 3" in result_problem(SPEC, case, input_sets, first_only)
+
+
+def test_a_perf_case_checks_the_timed_output_of_every_input_set():
+    """An op that answers every call of a shape with its first answer is right on one set only."""
+    case, input_sets, good = _perf_result()
+    spec = types.SimpleNamespace(**vars(SPEC), bytes_moved=lambda inputs: 64)  # day01 has no perf case
+    baseline = {"timing": good["timing"], "reference_timing": good["timing"]}
+    assert judge(spec, case, input_sets, good, baseline).passed
+    stale = {**good, "outputs": [good["outputs"][0]] * 3}
+    verdict = judge(spec, case, input_sets, stale, baseline)
+    assert not verdict.passed and verdict.fraction == 0
+    assert verdict.message.startswith("the output of the timed calls on input set 2 of 3 was wrong")
+
+
+def test_outputs_must_come_back_on_the_inputs_device():
+    """Right values computed on the CPU for CUDA inputs fail; a count or verdict an op makes on the
+    CPU by design (Op.host_outputs) does not."""
+    case = CASES["cuda_fp32_small"]
+    input_sets = make_input_sets(SPEC, case, seed=1)
+    outputs = [tuple(t.float() for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
+    assert judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": [("cuda:0",)]}).passed
+    verdict = judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": [("cpu",)]})
+    assert not verdict.passed and "y came back on cpu, but the inputs are on cuda" in verdict.message
+    gradcheck = CASES["cuda_gradcheck_fp64"]
+    (inputs,) = make_input_sets(SPEC, gradcheck, seed=1)
+    raw = jacobian_probe(lambda x, bias: _ReluBias.apply(x, bias, 1.0), inputs, ("x", "bias"))
+    assert judge(SPEC, gradcheck, [inputs], {"outputs": [raw], "output_devices": [("cpu", "cpu")]}).passed
 
 
 class _ReluBias(torch.autograd.Function):
@@ -89,7 +129,8 @@ def _gradcheck_verdict(factor: float = 1.0, forge=None):
     case = CASES["cpu_gradcheck_fp64"]
     (inputs,) = make_input_sets(SPEC, case, seed=1)
     raw = jacobian_probe(lambda x, bias: _ReluBias.apply(x, bias, factor), inputs, ("x", "bias"))
-    result = {"outputs": [forge(raw) if forge else raw]}
+    raw = forge(raw) if forge else raw
+    result = {"outputs": [raw], "output_devices": [("cpu",) * len(raw)]}
     assert result_problem(SPEC, case, [inputs], result) == ""
     return judge(SPEC, case, [inputs], result)
 
@@ -217,9 +258,10 @@ def test_a_small_16_bit_case_is_judged_on_every_draw():
     assert len(input_sets) == 3 and not torch.equal(input_sets[0]["x"], input_sets[1]["x"])
     outputs = [tuple(t.to(torch.float16) for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
     after = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
-    assert judge(SPEC, case, input_sets, {"outputs": outputs, "inputs_after": after}).passed
+    devices = [("cpu",)] * 3
+    assert judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": devices, "inputs_after": after}).passed
     stale = outputs[:2] + [outputs[1]]  # the third draw answered with the second's y
-    verdict = judge(SPEC, case, input_sets, {"outputs": stale, "inputs_after": after})
+    verdict = judge(SPEC, case, input_sets, {"outputs": stale, "output_devices": devices, "inputs_after": after})
     assert not verdict.passed and verdict.message.startswith("on input draw 3 of 3")
 
 

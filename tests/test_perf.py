@@ -202,7 +202,7 @@ def test_wrong_submission_earns_nothing_for_speed(graded):
     assert needing["score"] == 0 and needing["output"] == "not timed: cpu_values must pass first"
     unchecked = _test(data, "cpu_perf_unchecked")
     assert unchecked["score"] == 0 and unchecked["status"] == "failed"
-    assert "output of the timed calls was wrong" in unchecked["output"] and "y:" in unchecked["output"]
+    assert "output of the timed calls on input set 1 of 3 was wrong" in unchecked["output"] and "y:" in unchecked["output"]
     assert data["extra_data"]["perf"] == {} and data["score"] == 1  # the build
 
 
@@ -232,8 +232,10 @@ def test_execute_times_the_op_or_torchs_own(toy):
     ours = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case, input_sets)
     torchs = execute(spec, None, case, input_sets)
     assert set(torchs) == {"timing"} and torchs["timing"]["reps"] >= 10
-    assert ours["timing"]["median_ms"] > 0 and len(ours["outputs"]) == 1
-    assert torch.allclose(ours["outputs"][0][0], torch.softmax(input_sets[0]["x"], 1))
+    assert ours["timing"]["median_ms"] > 0 and len(ours["outputs"]) == 3
+    assert ours["output_devices"] == [("cpu",)] * 3
+    for outputs, inputs in zip(ours["outputs"], input_sets):  # the last timed call's, on each set
+        assert torch.allclose(outputs[0], torch.softmax(inputs["x"], 1))
 
 
 def test_timed_calls_run_without_nan_filling(toy):
@@ -318,6 +320,38 @@ def test_host_bound_call_is_charged_the_host_time():
     assert timing.host_bound and timing.median_ms >= 5.0, timing
     table = bench.format_table([bench.Row("slow host", 1 << 20, timing, timing)])
     assert "*" in table.splitlines()[2] and "host-bound" in table.splitlines()[-1]
+
+
+_side_stream = None
+
+
+def _busy_on_a_side_stream(ms: float):
+    """0.05 ms on the current stream, `ms` on another stream that nobody waits for."""
+    global _side_stream
+    _side_stream = _side_stream or torch.cuda.Stream()
+    with torch.cuda.stream(_side_stream):
+        bench._hold_stream(ms)
+    bench._hold_stream(0.05)
+
+
+@pytest.mark.gpu
+def test_work_left_on_another_stream_is_timed_whole():
+    honest = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
+    assert not honest.unseen and honest.median_ms == pytest.approx(2.0, rel=0.2), honest
+    hiding = bench.time_op(_busy_on_a_side_stream, [(2.0,)], device="cuda")
+    assert hiding.unseen and hiding.median_ms > 1.5, hiding
+    host_bound = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], device="cuda")
+    assert not host_bound.unseen, host_bound
+
+
+@pytest.mark.gpu
+def test_patching_torchs_timers_does_not_reach_the_timer(monkeypatch):
+    """What a submission's code can do at import in its own process."""
+    true = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.001)
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    patched = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
+    assert patched.median_ms == pytest.approx(true.median_ms, rel=0.2), (patched, true)
 
 
 def test_every_public_perf_case_says_how_fast_the_reference_ran():

@@ -160,10 +160,10 @@ OPS = {
     "frozen_params": Op(nan_filled(_frozen_params),
                         lambda inputs: (_from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)),
                         FROZEN_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.bool, torch.bool),
-                        _exact_but_gradients(FROZEN_OUTPUTS)),
+                        _exact_but_gradients(FROZEN_OUTPUTS), host_outputs=FROZEN_OUTPUTS[1:]),
     "saved_stats": Op(nan_filled(_saved_stats), lambda inputs: (_from_autograd(inputs)[0], torch.tensor(1)),
                       SAVED_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.int64),
-                      _exact_but_gradients(SAVED_OUTPUTS)),
+                      _exact_but_gradients(SAVED_OUTPUTS), host_outputs=SAVED_OUTPUTS[1:]),
 }
 
 

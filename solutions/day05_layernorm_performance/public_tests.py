@@ -144,7 +144,8 @@ def _backward_tolerance(inputs):
                               condition_by_rstd)
 
 
-_BYTES = Op(nan_filled(_call_bytes), _bytes_reference, ("bytes",), lambda inputs: (torch.float64,), exact)  # exact counts
+_BYTES = Op(nan_filled(_call_bytes), _bytes_reference, ("bytes",), lambda inputs: (torch.float64,), exact,
+            host_outputs=("bytes",))  # exact counts
 OPS = {
     "forward": Op(nan_filled(_call_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(),
                   _forward_tolerance),
