@@ -138,22 +138,23 @@ def _cpu_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
 
 def _fresh_tensor(tensor: torch.Tensor) -> torch.Tensor:
     """A copy of `tensor` in new storage, with its shape, strides, storage offset (so its
-    alignment), dtype, device and requires_grad."""
+    alignment), dtype and device."""
     span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
     base = torch.empty(tensor.storage_offset() + span, dtype=tensor.dtype, device=tensor.device)
     fresh = base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
-    with torch.no_grad():
-        fresh.copy_(tensor)
-    return fresh.requires_grad_(tensor.requires_grad)
+    fresh.copy_(tensor)
+    return fresh
 
 
 def fresh_inputs(values):
     """`values` (tuples, lists, dicts) with every tensor copied into new storage. Each timed call
     gets such a copy, made outside its time: a result cached by the inputs' address, or by address
     and version counter, is then a miss, or another call's answer, which the check of the outputs
-    catches; never a quick right answer."""
+    catches; never a quick right answer. A tensor that requires grad is part of an autograd graph
+    (the forward whose backward torch's op is timed on): it stays, since a copy would be cut off
+    from that graph."""
     if isinstance(values, torch.Tensor):
-        return _fresh_tensor(values)
+        return values if values.requires_grad else _fresh_tensor(values)
     if isinstance(values, dict):
         return {key: fresh_inputs(value) for key, value in values.items()}
     if isinstance(values, (tuple, list)):

@@ -187,12 +187,14 @@ def test_fresh_inputs_copy_every_tensor_into_new_storage():
     base = torch.arange(40.0).reshape(5, 8)
     view = base[1:, ::2]  # an offset into its storage, and strides of its own
     leaf = torch.ones(3, requires_grad=True)
-    fresh = bench.fresh_inputs(({"x": view, "eps": 1e-5}, [leaf]))
-    x, copied_leaf = fresh[0]["x"], fresh[1][0]
+    output = leaf * 2  # a graph torch's backward is timed on: copies would be cut off from it
+    fresh = bench.fresh_inputs(({"x": view, "eps": 1e-5}, [leaf, output]))
+    x = fresh[0]["x"]
     assert torch.equal(x, view) and x.stride() == view.stride() and x.storage_offset() == view.storage_offset()
     assert x.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
-    assert fresh[0]["eps"] == 1e-5 and copied_leaf.requires_grad and copied_leaf.is_leaf
-    assert copied_leaf.data_ptr() != leaf.data_ptr() and torch.equal(copied_leaf, leaf)
+    assert fresh[0]["eps"] == 1e-5 and fresh[1][0] is leaf and fresh[1][1] is output
+    (grad,) = torch.autograd.grad(fresh[1][1].sum(), fresh[1][0])
+    assert torch.equal(grad, torch.full((3,), 2.0))
 
 
 def test_wrong_submission_earns_nothing_for_speed(graded):
