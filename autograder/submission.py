@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import zipfile
 import zlib
 
 import nbformat
 
+from autograder.untrusted_files import open_regular
 from course.notebook import SOURCE_MAGIC
 from course.authoring.units import Unit
 
@@ -15,6 +17,8 @@ _WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")
 MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source file
 MAX_NOTEBOOK_BYTES = 50 << 20  # a notebook with its outputs (plots, logs)
 MAX_ZIP_MEMBERS = 1000
+MAX_FOLDER_ENTRIES = 10_000  # files and folders in a folder submission, at every depth
+MAX_FOLDER_DEPTH = 16  # a package's deepest source is a few folders down
 
 
 class SubmissionError(ValueError):
@@ -79,20 +83,51 @@ def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
     return files, answers
 
 
+def _read_source(path: str) -> str | None:
+    """A source file's text; None for what is not a regular file (a link could name any file the
+    grader can read, a named pipe would keep it waiting) or is too large to be a source."""
+    try:
+        with open_regular(path) as handle:
+            data = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace") if len(data) <= MAX_SOURCE_BYTES else None
+
+
+def _read_folder(path: str, unit: Unit) -> dict[str, str]:
+    """The unit's files in a folder, walked without recursion or links, within bounds: a folder
+    tree made to exhaust the grader is a SubmissionError."""
+    files, pending, seen = {}, [(path, 0)], 0
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as error:
+            raise SubmissionError(f"the folder could not be read ({type(error).__name__})") from None
+        seen += len(entries)
+        if seen > MAX_FOLDER_ENTRIES:
+            raise SubmissionError(f"the folder holds over {MAX_FOLDER_ENTRIES} files and folders")
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if depth == MAX_FOLDER_DEPTH:
+                    raise SubmissionError(f"the folder nests folders over {MAX_FOLDER_DEPTH} deep")
+                pending.append((entry.path, depth + 1))
+                continue
+            name = unit_file(os.path.relpath(entry.path, path), unit)
+            text = _read_source(entry.path) if name else None
+            if text is not None:
+                files[name] = text
+    return files
+
+
 def read_submission(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
     """({file name: text} for the unit's files found, {answer id: text}); SubmissionError
     when it cannot be read."""
     if os.path.isdir(path):
-        files = {}
-        for root, _, names in os.walk(path):
-            for entry in names:
-                full = os.path.join(root, entry)
-                name = unit_file(os.path.relpath(full, path), unit)
-                # a link could name any file the grader can read
-                if name and not os.path.islink(full) and os.path.getsize(full) <= MAX_SOURCE_BYTES:
-                    with open(full, encoding="utf-8", errors="replace") as handle:
-                        files[name] = handle.read()
-        return files, {}
+        return _read_folder(path, unit), {}
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a named pipe would keep the grader waiting
+        raise SubmissionError(f"{os.path.basename(path)}: not a regular file")
     if zipfile.is_zipfile(path):
         return _read_zip(path, unit)
     if path.endswith(".ipynb"):

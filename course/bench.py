@@ -87,6 +87,8 @@ def _hold_stream(ms: float) -> None:
     """Keep the current stream busy for about `ms` with a kernel that only waits."""
     global _sleep_cycles_per_ms
     if _sleep_cycles_per_ms is None:
+        torch.cuda._sleep(1)  # its first launch loads the kernel, while a start event would wait
+        _device_synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         _record(start, _current_stream())
         torch.cuda._sleep(1_000_000)

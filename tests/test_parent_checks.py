@@ -2,6 +2,7 @@
 submission's container, a child's result, a failed build's log. No build, no child process."""
 import json
 import os
+import signal
 import types
 import zipfile
 
@@ -12,7 +13,8 @@ import torch
 from autograder.build_log import student_errors
 from autograder.result_schema import result_problem
 from autograder.runner import load_result
-from autograder.submission import MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS, SubmissionError, read_submission
+from autograder.submission import (MAX_FOLDER_DEPTH, MAX_FOLDER_ENTRIES, MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS,
+                                   SubmissionError, read_submission)
 from autograder.untrusted_files import is_regular_file
 from course.authoring import units
 from course.cases import make_input_sets
@@ -235,6 +237,49 @@ def test_a_link_in_a_folder_submission_is_not_followed(tmp_path):
     (tmp_path / "relu_bias.cu").symlink_to("/etc/passwd")
     files, _ = read_submission(str(tmp_path), UNIT)
     assert "relu_bias.cu" not in files and "relu_bias.cpp" in files
+
+
+@pytest.fixture
+def never_blocks():
+    """A read that waits on a named pipe fails the test instead of hanging it."""
+    def _hung(*_):
+        raise TimeoutError("the read blocked")
+    previous = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_named_pipe_in_or_as_a_submission_is_not_waited_on(tmp_path, never_blocks):
+    folder = tmp_path / "folder"
+    UNIT.write("solution", str(folder))
+    (folder / "relu_bias.cu").unlink()
+    os.mkfifo(folder / "relu_bias.cu")
+    files, _ = read_submission(str(folder), UNIT)
+    assert "relu_bias.cu" not in files and "relu_bias.cpp" in files
+    os.mkfifo(tmp_path / "submission.ipynb")
+    with pytest.raises(SubmissionError, match="not a regular file"):
+        read_submission(str(tmp_path / "submission.ipynb"), UNIT)
+
+
+def test_a_folder_tree_too_deep_or_too_large_is_refused(tmp_path):
+    """os.walk recurses: folders nested 1500 deep made it raise RecursionError, past the
+    grader's handling, and no report was written."""
+    deep = tmp_path / "deep"
+    UNIT.write("solution", str(deep))
+    nested = deep
+    for _ in range(MAX_FOLDER_DEPTH + 1):
+        nested = nested / "d"
+    nested.mkdir(parents=True)
+    with pytest.raises(SubmissionError, match=f"over {MAX_FOLDER_DEPTH} deep"):
+        read_submission(str(deep), UNIT)
+    wide = tmp_path / "wide"
+    UNIT.write("solution", str(wide))
+    for index in range(MAX_FOLDER_ENTRIES + 1):
+        (wide / f"{index}.txt").touch()
+    with pytest.raises(SubmissionError, match=f"over {MAX_FOLDER_ENTRIES} files"):
+        read_submission(str(wide), UNIT)
 
 
 def test_a_build_failing_outside_the_students_files_is_explained_and_its_log_kept(tmp_path):
