@@ -1,0 +1,9 @@
+
+# Hostile: at import, the harness's profiler wrapper is replaced by one that saw nothing, so
+# the torch ops this submission computes with would go unseen by the own-code check.
+try:
+    import course.harness as _harness
+
+    _harness._profile = lambda spec, ext, inputs, device: ([], [])
+except Exception:  # noqa: BLE001 - nothing to patch where the harness is not importable
+    pass
