@@ -14,8 +14,9 @@ would also catch whatever part of the host's time the flush happened not to cove
 runs and not in others.
 
 The events see only the current stream. A few calls are also timed whole, from the call
-until the device is idle (every stream's work included): where that takes clearly longer,
-the op left work the events did not see, and the whole time is its time.
+until the device is idle (every stream's work included): where that takes longer than the
+host's time and the GPU's together, the op left work the events did not see, and the whole
+time is its time.
 """
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ _current_stream = torch.cuda.current_stream
 _device_synchronize = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)
 
 WHOLE_CALLS = 5  # calls timed from the call until the device is idle
-# A whole call may take this much longer than the events' time before their time is taken
-# as missing work: launch latency and the host's part of the call before the first kernel.
-UNSEEN_FACTOR, UNSEEN_MARGIN_MS = 1.5, 0.02
+# A whole call takes at most the host's time and the GPU's one after the other (the first
+# kernel waits for the host's launch, the host can add nothing after the last); past that by
+# this much, the events missed work.
+UNSEEN_FACTOR, UNSEEN_MARGIN_MS = 1.2, 0.02
 
 
 @dataclass
@@ -199,13 +201,14 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
             spread = _spread(times)
             if spread < target_spread or spent > budget_s:
                 break
-    median, unseen = statistics.median(times), False
+    median, gpu_ms, host_ms, unseen = statistics.median(times), statistics.median(gpu_times), \
+        statistics.median(host_times), False
     if cuda:
         whole = _whole_call_ms(fn, arg_sets)
-        unseen = whole > UNSEEN_FACTOR * median + UNSEEN_MARGIN_MS
+        unseen = whole > UNSEEN_FACTOR * (gpu_ms + host_ms) + UNSEEN_MARGIN_MS
         median = whole if unseen else median
-    return Timing(median, _spread(times), len(times), host_bound_calls > len(times) / 2,
-                  statistics.median(gpu_times), statistics.median(host_times), unseen, last_outputs)
+    return Timing(median, _spread(times), len(times), host_bound_calls > len(times) / 2, gpu_ms, host_ms, unseen,
+                  last_outputs)
 
 
 def _spread(times: list[float]) -> float:
