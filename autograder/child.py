@@ -17,7 +17,8 @@ import sys
 import time
 import traceback
 
-from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data, profiled_case
+from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data
+from autograder.timed_kernels import profiled_case
 
 
 def _save(result: dict, path: str) -> None:

@@ -28,9 +28,10 @@ from autograder.gpu_lock import GpuLock
 from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.reference import reference
-from autograder.runner import GroupRunner, profiled_case
+from autograder.runner import GroupRunner
 from autograder.sandbox import Limits, Sandbox, python_command
 from autograder.sanitized import sanitized_verdicts
+from autograder.timed_kernels import own_code_at_timed_size
 from autograder.stored_build import StoredBuild, store
 from autograder.submission import SubmissionError, materialize
 from autograder.untrusted_files import is_regular_file
@@ -203,27 +204,9 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
         return Verdict(False, f"the test process returned a malformed result: {problem}")
     try:
         verdict = judge(spec, case, input_sets, outcome, baseline, own_kernels)
-        return _own_kernels_timed(spec, case, input_sets, outcome, verdict, own_kernels)
+        return own_code_at_timed_size(spec, case, input_sets, outcome, verdict, own_kernels)
     except Exception as error:  # noqa: BLE001 - one case's verdict, never the whole report
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
-
-
-def _own_kernels_timed(spec, case: Case, input_sets: list[dict], outcome: dict, verdict: Verdict,
-                       own_kernels: frozenset[str]) -> Verdict:
-    """A perf verdict that earned points keeps them only if the op ran kernels of its own at the
-    size it was timed at (runner.profiled_case)."""
-    profiled = profiled_case(case)
-    if profiled is None or not verdict.passed or "exception" in outcome:
-        return verdict
-    run = outcome.get("own_kernel")
-    problem = result_problem(spec, profiled, input_sets[:1], run) if isinstance(run, dict) else "no profiled call"
-    if problem:
-        return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
-    checked = judge(spec, profiled, input_sets[:1], run, own_kernels=own_kernels)
-    if checked.passed:
-        return verdict
-    return Verdict(False, f"{verdict.message}\nbut the call, profiled at that size, did not run code of its own, "
-                          f"so its time earns no points:\n{checked.message}", 0.0, verdict.measurements)
 
 
 def suite_files(unit: Unit) -> list[str]:

@@ -22,7 +22,7 @@ from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock, Held
 from autograder.sandbox import Limits, Run, Sandbox, python_command
 from autograder.untrusted_files import clean_strings, open_regular
-from course.cases import OWN_KERNEL, Case
+from course.cases import Case
 
 CHILD_START_TIMEOUT = 120  # import torch, load the module, create the CUDA context
 EXIT_GRACE = 5             # seconds a child that wrote every result gets to exit (a thread may hold it)
@@ -87,15 +87,6 @@ def case_from_data(data: dict) -> Case:
         params["bad"] = {name: types.FunctionType(marshal.loads(code), {"torch": torch, "__builtins__": builtins})
                          for name, code in params["bad"].items()}
     return Case(**{**data, "params": params})
-
-
-def profiled_case(case: Case) -> Case | None:
-    """For a perf case on a GPU, the values case its child also runs on the first input set,
-    profiled: the timed op must run kernels of the student's own, as a values case's own-kernel
-    check requires, or an op could hand the sizes it is timed at to PyTorch's. None for others."""
-    if case.kind != "perf" or not case.device.startswith("cuda"):
-        return None
-    return dataclasses.replace(case, kind="values", checks=(OWN_KERNEL,))
 
 
 def _code_of(spoil) -> bytes:

@@ -325,3 +325,33 @@ def test_a_result_file_that_is_a_pipe_or_a_link_is_refused_without_waiting(tmp_p
     assert "could not be read" in load_result(str(fifo)) and "could not be read" in load_result(str(link))
     message = load_result(str(regular))["exception"]
     assert len(message) < 5000 and "\ud800" not in message  # cut short, and encodable
+
+
+def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
+    """An op that hands the perf-sized inputs to PyTorch loses the perf points it earned;
+    PyTorch's kernels helping its own (a reduction of partial sums) do not."""
+    from autograder.timed_kernels import own_code_at_timed_size, profiled_case
+    from course.judge import Verdict
+
+    spec = units.load("day05_layernorm_performance").tests()
+    case = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
+    inputs = make_input_sets(spec, case, seed=1)[:1]
+    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
+                                                      spec.OPS["forward"].dtypes(inputs[0])))
+    earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
+    own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
+    torchs = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)"
+
+    def verdict(ops, kernels):
+        profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": ops, "kernels": kernels}
+        return own_code_at_timed_size(spec, case, inputs, {"own_kernel": profiled}, earned,
+                                      frozenset({"layernorm_forward_warp"}))
+
+    assert profiled_case(case).checks == ("own_kernel",) and profiled_case(spec.CASES[0]) is None
+    assert verdict([], [own, torchs]) is earned
+    handed_over = verdict(["aten::native_layer_norm"], [torchs])
+    assert not handed_over.passed and handed_over.fraction == 0
+    assert "aten::native_layer_norm" in handed_over.message and "did not run code of its own" in handed_over.message
+    assert not verdict([], [torchs]).passed
+    missing = own_code_at_timed_size(spec, case, inputs, {}, earned, frozenset())
+    assert not missing.passed and "no profiled call" in missing.message
