@@ -98,8 +98,9 @@ def main(folder: str) -> int:
         input_sets = torch.load(files.inputs(index), weights_only=False)
         try:
             result = execute(spec, module, case, input_sets, reference)
-            if module is not None and profiled_case(case) is not None:
-                result["own_kernel"] = execute(spec, module, profiled_case(case), input_sets[:1])
+            profiled = profiled_case(case) if module is not None else None
+            if profiled is not None:
+                result["own_kernel"] = execute(spec, module, profiled, input_sets[:1])
         except Exception as error:  # noqa: BLE001 - the op failed on valid input: a verdict
             lines = traceback.format_exception_only(type(error), error)
             result = {"exception": "".join(lines).strip()[:2000]}
