@@ -288,26 +288,6 @@ int sums_bytes(const RowPlan& plan) {
          static_cast<int>(sizeof(acc_type_t<T>));
 }
 
-// A build may lower the GPU's limit: tests build with a T4's 65536 bytes to run the T4's
-// launch plans on a larger GPU.
-#ifndef LAYERNORM_MAX_SHARED_BYTES
-#define LAYERNORM_MAX_SHARED_BYTES (1 << 30)
-#endif
-
-// Shared memory a block of `kernel` may give its sums on this GPU: the most a block may ask
-// for (64 KB on a T4, 227 KB on an H100), less what the kernel declares itself.
-template <typename T>
-int room_for_sums(FusedKernel<T> kernel) {
-  int device = 0;
-  int most = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (most > LAYERNORM_MAX_SHARED_BYTES) most = LAYERNORM_MAX_SHARED_BYTES;
-  cudaFuncAttributes attributes{};
-  cudaFuncGetAttributes(&attributes, kernel);
-  return most - static_cast<int>(attributes.sharedSizeBytes);
-}
-
 // plan_rows' split, with short rows sharing a block of up to kBlockThreads threads, fewer
 // where this GPU's shared memory cannot hold their sums. Rows one block cannot take (longer
 // than 16384, or on a T4 over 7680, whose sums outgrow its shared memory) are split over
@@ -328,17 +308,10 @@ FusedPlan<T> with_kernel(const RowPlan& rows) {
   if (!rows.fits()) return plan;
   plan.kernel = fused_kernel_for<T>(plan.rows);
   if (plan.kernel == nullptr) return plan;
-  const int room = room_for_sums<T>(plan.kernel);
+  const int room = room_for_shared(plan.kernel);
   while (plan.rows.rows_per_block > 1 && sums_bytes<T>(plan.rows) > room) plan.rows.rows_per_block /= 2;
   const int bytes = sums_bytes<T>(plan.rows);
-  if (bytes > room) return plan;
-  // Above 48 KB a kernel must ask for its shared memory. A refusal is an answer, not an
-  // error for the next launch to report: it is cleared.
-  if (cudaFuncSetAttribute(plan.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
-    cudaGetLastError();
-    return plan;
-  }
-  plan.launchable = true;
+  plan.launchable = bytes <= room;
   return plan;
 }
 

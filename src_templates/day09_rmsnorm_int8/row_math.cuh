@@ -97,6 +97,12 @@ __device__ __forceinline__ void prefetch_to_l2(const void* address) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
 }
 
+// A build may lower the GPU's limit on a block's shared memory: tests build with a T4's 65536
+// bytes to run the T4's launch plans on a larger GPU.
+#ifndef LAYERNORM_MAX_SHARED_BYTES
+#define LAYERNORM_MAX_SHARED_BYTES (1 << 30)
+#endif
+
 // The host's answers are kept in function-local statics. Outside an anonymous namespace such a
 // static in a template is a "unique" symbol, and a library holding one can never be unloaded:
 // the notebook's rebuild in the same process could not replace it.
@@ -143,6 +149,32 @@ inline cudaMemPool_t exchange_pool() {
     unsigned long long keep_all = ~0ull;
     cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
     return pool;
+  });
+}
+
+// Dynamic shared memory a block of `kernel` may have on this GPU: the most a block may ask for
+// (64 KB on a T4, 227 KB on an H100), less what the kernel declares itself. Past 48 KB a
+// kernel must be allowed it before a launch: it is allowed all of it, once, so that a launch of
+// any size up to that goes (allowing each launch its own size would refuse a larger one
+// allowed before). Where that is refused, 48 KB.
+template <typename Kernel>
+int room_for_shared(Kernel kernel) {
+  return asked_once(reinterpret_cast<const void*>(kernel), [&] {
+    constexpr int kDefault = 48 * 1024;
+    int device = 0;
+    int most = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (most > LAYERNORM_MAX_SHARED_BYTES) most = LAYERNORM_MAX_SHARED_BYTES;
+    cudaFuncAttributes attributes{};
+    cudaFuncGetAttributes(&attributes, kernel);
+    const int declared = static_cast<int>(attributes.sharedSizeBytes);
+    if (most <= kDefault) return most - declared;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most - declared) != cudaSuccess) {
+      cudaGetLastError();
+      return kDefault - declared;
+    }
+    return most - declared;
   });
 }
 

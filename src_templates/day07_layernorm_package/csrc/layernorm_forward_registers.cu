@@ -93,7 +93,9 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
     }
     squares = row_reduce_sum(squares);
     acc_t mean = part_mean;
-    if (exchange.chunks > 1) {  // acc_t is float: float64 never splits
+    // Only the widest instance is ever split (launch_split), and acc_t is float: float64 never
+    // splits. Left out of the other instances, the exchange's code cannot crowd their registers.
+    if (kVecsPerThread == kMaxVecs && exchange.chunks > 1) {
       if (row + row_step < rows) {
         const Vec* next_row = x_row + row_step * (cols / kVec);
 #pragma unroll 1
