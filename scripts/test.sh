@@ -12,6 +12,9 @@ python3 -m course.authoring.generate --check
 # own builds, run as this user beside them, must leave the folders they create group-writable.
 export CCACHE_UMASK="${CCACHE_UMASK:-002}"
 workers="${PYTEST_WORKERS:-2}"
+# A worker a core: torch's CPU ops in each worker (and in the children it grades) take one
+# thread each, instead of each asking for every core (docs/performance.md, "The test suite").
+[ "$workers" = "0" ] || export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 parallel=()
 if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers" --dist worksteal); fi
 python3 -m pytest -q -ra --durations=20 "${parallel[@]}" "$@"
