@@ -41,7 +41,7 @@ OUTPUT_KEPT = 64 << 10  # of a run's stdout and stderr, the first and the last t
 # Variables a run keeps; HOME and TMPDIR are set to its folder. Anything else (secrets
 # included) is dropped.
 ENV_NAMES = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONUNBUFFERED",
-             "MAX_JOBS", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES"}
+             "MAX_JOBS", "CC", "CXX", "CPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES"}
 ENV_PREFIXES = ("CUDA_", "TORCH_", "PYTORCH_", "CUBLAS_", "CCACHE_", "NVCC_")
 
 
@@ -177,6 +177,9 @@ class Sandbox:
                           lock)
             problem = sandbox._try(work, env)
             if not problem:
+                if mode == "uid" and uid is not None:  # builds read a precompiled header there
+                    for path in filter(os.path.isdir, env.get("CPATH", "").split(os.pathsep)):
+                        _let_others_pass(path)
                 return sandbox
             sandbox.close()
             tried.append(f"{mode}{' with a uid of its own' if own_uid else ''}: {problem}")
@@ -368,7 +371,7 @@ def _paths_runs_need(env: dict) -> list[str]:
 
     paths = [PACKAGE_ROOT, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              *site.getsitepackages()]
-    for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH"):
+    for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CPATH"):  # CPATH: autograder/precompiled_header.py
         paths += [p for p in env.get(name, "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):
         paths.append(env["CUDA_HOME"])

@@ -42,6 +42,19 @@ def pytest_configure(config):
 
     for unit in units.all_units():
         config.addinivalue_line("markers", f"{unit.day}: the {unit.name} unit")
+    # Builds read a precompiled ATen.h where scripts/test.sh asks for one. Made once, by the
+    # first process (xdist's workers start later and inherit CPATH), while the tests start.
+    base = os.environ.get("COURSE_PRECOMPILED_HEADERS")
+    if base and not hasattr(config, "workerinput"):
+        from autograder import precompiled_header
+
+        _, config.making_header = precompiled_header.use(base)
+
+
+def pytest_unconfigure(config):
+    from autograder import precompiled_header
+
+    precompiled_header.stop(getattr(config, "making_header", None))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,12 +1,14 @@
 """The build helper's own contracts, beyond building units (tests/test_units.py)."""
 import ctypes
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from course.build import build_progress, libstdcxx_problem
+from autograder import precompiled_header
+from course.build import build_progress, compile_extension, libstdcxx_problem
 
 from course.loading import _forget_loaded_module
 
@@ -76,3 +78,30 @@ def test_a_package_build_shows_one_short_line_per_compile_step():
     assert build_progress("[8/8] c++ a.o b.o -shared -o _C.so") == "[8/8] linking"
     assert build_progress("  ninja: no work to do.") == "nothing to recompile"
     assert build_progress("  running build_ext") == ""
+
+
+def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):
+    """A file compiled with a build's own options (its ninja file's) uses the precompiled ATen.h
+    found through CPATH: g++ -H marks the header it used with "!". A file that is not a
+    precompiled header is passed over, and the header itself read."""
+    base = os.environ.get("COURSE_PRECOMPILED_HEADERS") or str(tmp_path / "headers")
+    where = precompiled_header.folder(base)
+    assert precompiled_header.make(where, wait=True)
+    source = tmp_path / "uses_aten.cpp"
+    source.write_text("// comments may come first, as in the units' files\n#include <ATen/ATen.h>\nint one() { return 1; }\n")
+    compile_extension("uses_aten", [str(source)], str(tmp_path / "build"))
+    compiler, flags = precompiled_header._build_flags(str(tmp_path / "build"))
+
+    def includes(cpath: str) -> str:
+        env = {**os.environ, "CPATH": cpath, "CCACHE_DISABLE": "1"}
+        run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return run.stderr
+
+    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(where)
+    broken = tmp_path / "broken"
+    (broken / "ATen").mkdir(parents=True)
+    (broken / "ATen" / "ATen.h.gch").write_bytes(os.urandom(4096))
+    read = includes(str(broken)).splitlines()
+    assert not any(line.startswith("! ") for line in read) and any(line.endswith("/ATen/ATen.h") for line in read)

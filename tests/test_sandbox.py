@@ -101,6 +101,34 @@ print(json.dumps({"triton": folder, "inductor": os.environ.get("TORCHINDUCTOR_CA
     assert not os.path.exists(tmp_path / "graders")
 
 
+def test_runs_read_the_folders_on_cpath_and_cannot_write_them(tmp_path):
+    """The precompiled header's folder (autograder/precompiled_header.py) reaches a build
+    through CPATH, read-only, though a bwrap run sees the temporary folder empty."""
+    headers = tmp_path / "headers"
+    (headers / "ATen").mkdir(parents=True)
+    (headers / "ATen" / "ATen.h.gch").write_text("made by the grader")
+    env = dict(os.environ, CPATH=str(headers))
+    box = Sandbox.open("auto", str(tmp_path), env=env)
+    code = """
+import json, os
+path = os.path.join(os.environ["CPATH"], "ATen", "ATen.h.gch")
+try:
+    open(path, "a").close()
+    wrote = True
+except OSError:
+    wrote = False
+print(json.dumps({"read": open(path).read(), "wrote": wrote}))
+"""
+    try:
+        folder = box.folder(str(tmp_path), "run_")
+        exit_code, output = box.run(python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env,
+                                    limits=LIMITS, ccache=True)
+    finally:
+        box.close()
+    assert exit_code == 0, output
+    assert json.loads(output.strip().splitlines()[-1]) == {"read": "made by the grader", "wrote": False}
+
+
 def test_processes_a_run_leaves_are_killed(sandbox, tmp_path):
     folder = sandbox.folder(str(tmp_path), "run_")
     # a detached grandchild (new session, double fork) and a plain child, both outliving the run
