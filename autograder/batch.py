@@ -35,7 +35,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from autograder import gradebook
+from autograder import gradebook, precompiled_header
 from autograder.collect import Submission
 from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
@@ -185,7 +185,8 @@ class Grading:
 
     def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]],
                  share: dict[str, str], builds: str):
-        """`share`: the variables that bound its share of the machine (compilers, CPU threads).
+        """`share`: the variables its environment gets: its share of the machine (compilers, CPU
+        threads), and where its builds find a precompiled header (CPATH).
         `builds`: the batch's private folder where a first step keeps its build for the perf step."""
         self.submission, self.options, self.version, self.share = submission, options, version, share
         self.others, self.timed = steps
@@ -298,13 +299,18 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     jobs, max_jobs = worker_plan(jobs, gpus, cpus, available_memory_gb())
     version = grader_version(options.unit)
     timed_here = perf_runs_here(options.unit.tests(hidden=True).CASES, bool(gpus))
+    # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
+    # grading per two cores, each gets its share, or their threads fight over the cores.
+    share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
+    # The gradings' C++ compiles parse ATen.h once between them, where asked (README, Instructors).
+    making = None
+    if os.environ.get("COURSE_PRECOMPILED_HEADERS") and submissions:
+        where, making = precompiled_header.start(os.environ["COURSE_PRECOMPILED_HEADERS"])
+        share["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)
     steps = perf_split(options.unit) if timed_here else ([], [])
-    # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
-    # grading per two cores, each gets its share, or their threads fight over the cores.
-    share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
     # This machine's own disk (a Slurm job's OUT may be on a network filesystem), private to the
     # grader: the GPUs' locks, and the builds kept between a grading's two steps.
     private = tempfile.mkdtemp(prefix="grade-all-")
@@ -312,6 +318,7 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     try:
         return _grade_all(submissions, options, gpus, jobs, max_jobs, version, steps, share, private)
     finally:
+        precompiled_header.stop(making)
         shutil.rmtree(private, ignore_errors=True)
 
 

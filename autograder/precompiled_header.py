@@ -95,22 +95,24 @@ def make(where: str, *, wait: bool = False) -> bool:
     return True
 
 
-def use(base: str, env: dict | None = None) -> tuple[str, subprocess.Popen | None]:
-    """Put the header's folder on CPATH in `env` (os.environ by default), and start making the
-    header in the background if it is not there yet: builds that start before it is done read
-    ATen.h as before. Returns the folder and the process making it (None: already made)."""
-    env = os.environ if env is None else env
+def start(base: str) -> tuple[str, subprocess.Popen | None]:
+    """The header's folder under `base`, and the process making the header there in the
+    background (None: made already). Builds that start before it is done read ATen.h as before."""
     where = folder(base)
     os.makedirs(where, exist_ok=True)  # there when a sandbox opens, to be shown to its runs
-    env["CPATH"] = os.pathsep.join([where, *(p for p in env.get("CPATH", "").split(os.pathsep) if p and p != where)])
     if made(where):
         return where, None
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     with open(where + ".log", "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=child_env,
+        process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return where, process
+
+
+def on_cpath(where: str, cpath: str) -> str:
+    """`cpath` (a CPATH value) with `where` first."""
+    return os.pathsep.join([where, *(p for p in cpath.split(os.pathsep) if p and p != where)])
 
 
 def stop(process: subprocess.Popen | None, timeout: float = 0.0) -> None:

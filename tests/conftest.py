@@ -48,7 +48,8 @@ def pytest_configure(config):
     if base and not hasattr(config, "workerinput"):
         from autograder import precompiled_header
 
-        _, config.making_header = precompiled_header.use(base)
+        where, config.making_header = precompiled_header.start(base)
+        os.environ["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
 
 
 def pytest_unconfigure(config):

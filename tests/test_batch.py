@@ -286,6 +286,35 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
     assert "alice: the grader failed: FileNotFoundError" in capsys.readouterr().err
 
 
+def test_gradings_find_the_precompiled_header_where_one_is_asked_for(tmp_path, monkeypatch):
+    """With COURSE_PRECOMPILED_HEADERS, the header is started once for the batch, its folder
+    comes first on every grading's CPATH, and its maker is ended with the batch."""
+    paths, started, stopped = [], [], []
+
+    def fake_run(command, env, log, timeout):
+        paths.append(env.get("CPATH"))
+        out = command[command.index("--out") + 1]
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump({"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}}, handle)
+
+    maker = object()
+    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    monkeypatch.setattr(batch.precompiled_header, "start", lambda base: started.append(base) or ("/made/here", maker))
+    monkeypatch.setattr(batch.precompiled_header, "stop", stopped.append)
+    monkeypatch.setenv("CPATH", "/theirs")
+    submissions = [collect.Submission(name, str(tmp_path / f"{name}.ipynb"), ()) for name in ("alice", "bob")]
+    for submission in submissions:
+        open(submission.path, "w").write("{}")
+    monkeypatch.setenv("COURSE_PRECOMPILED_HEADERS", str(tmp_path / "headers"))
+    batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out")), [], jobs=1, cpus=2)
+    assert started == [str(tmp_path / "headers")] and stopped == [maker]
+    assert paths == ["/made/here" + os.pathsep + "/theirs"] * 2
+    paths.clear()
+    monkeypatch.delenv("COURSE_PRECOMPILED_HEADERS")
+    batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out2")), [], jobs=1, cpus=2)
+    assert paths == ["/theirs"] * 2 and len(started) == 1
+
+
 class _CpuAsGpu(GroupRunner):
     """A runner that gates its CPU children as it would a GPU's: the protocol, without a GPU."""
 
