@@ -1,6 +1,7 @@
 // Checks plan_rows and plan_split_rows (solutions/day05_layernorm_performance/layernorm_fast.h)
-// for every row length up to 70000 and every element size: a plan that fits covers each column
-// exactly once with the shapes the kernels assume. Prints "ok" or the first violation, and exits 1.
+// for every row length up to 70000 and every element size, and split plans around the longest
+// row they take: a plan that fits covers each column exactly once with the shapes the kernels
+// assume. Prints "ok" or the first violation, and exits 1.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -110,6 +111,19 @@ int main() {
         check_split(cols, bytes, aligned, 8, 512);                               // forward, long rows
         for (int threads = 512; threads >= 32; threads /= 2) {
           check_split(cols, bytes, aligned, 16 / (16 / bytes), threads);         // fused backward, long rows
+        }
+      }
+    }
+  }
+  // Around the longest row a split can take (kMaxChunks blocks): one a vector longer must not
+  // fit, and is left to version 3.
+  for (int bytes : {2, 4, 8}) {
+    const int vec = kVectorBytes / bytes;
+    for (int threads = 512; threads >= 32; threads /= 2) {
+      for (int vecs_per_thread : {8, 16 / (16 / bytes)}) {
+        const long long longest = static_cast<long long>(kMaxChunks) * threads * vecs_per_thread * vec;
+        for (long long cols = longest - 2 * vec; cols <= longest + 2 * vec; ++cols) {
+          check_split(cols, bytes, true, vecs_per_thread, threads);
         }
       }
     }
