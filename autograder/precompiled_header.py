@@ -1,6 +1,6 @@
 """A precompiled ATen/ATen.h for the many builds of a test session or a class: the header each
-unit's C++ file includes first, parsed once instead of in every compile (it is half of one:
-docs/performance.md, "The test suite on a 2-core machine").
+unit's C++ file includes first, parsed once instead of in every compile, where parsing it is
+half the compile's time (docs/performance.md, "A precompiled ATen.h").
 
 g++ looks for `ATen/ATen.h.gch` in each include folder just before the header itself, and
 uses it only if it was made by the same compiler with compatible options; otherwise it reads
@@ -13,16 +13,16 @@ torch's version, its headers and the compiler; only the process that makes it wr
 """
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from course.build import EXTRA_CFLAGS, compile_extension, kill_group
 
 HEADER = "ATen/ATen.h"
 MAKE_SECONDS = 600
@@ -36,8 +36,6 @@ def folder(base: str) -> str:
     """Where the header made for this torch and this compiler lies under `base`."""
     import torch
     from torch.utils import cpp_extension
-
-    from course.build import EXTRA_CFLAGS
 
     header = os.path.join(cpp_extension.include_paths()[0], HEADER)
     info = os.stat(header)
@@ -68,8 +66,6 @@ def make(where: str, *, wait: bool = False) -> bool:
     extension, so they are the ones torch's builds use here, whatever this torch version adds."""
     from torch.utils import cpp_extension
 
-    from course.build import compile_extension
-
     os.makedirs(os.path.dirname(os.path.join(where, HEADER)), exist_ok=True)
     with open(where + ".lock", "w") as lock:
         try:
@@ -83,15 +79,14 @@ def make(where: str, *, wait: bool = False) -> bool:
             open(empty, "w").close()
             compile_extension("course_precompiled_header_probe", [empty], os.path.join(scratch, "build"))
             compiler, flags = _build_flags(os.path.join(scratch, "build"))
-            header = os.path.join(cpp_extension.include_paths()[0], HEADER)
-            partial = os.path.join(scratch, "ATen.h.gch")
-            env = {**os.environ, "CCACHE_DISABLE": "1"}  # hundreds of MB: not for the compiler cache
-            subprocess.run([*compiler, *flags, "-x", "c++-header", header, "-o", partial], env=env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS)
-            os.chmod(partial, 0o644)
-            shutil.move(partial, os.path.join(where, HEADER + ".gch.partial"))
-            # Renamed in whole: a compile that starts meanwhile finds the whole file or none.
-            os.replace(os.path.join(where, HEADER + ".gch.partial"), os.path.join(where, HEADER + ".gch"))
+        header = os.path.join(cpp_extension.include_paths()[0], HEADER)
+        partial = os.path.join(where, HEADER + ".gch.partial")
+        env = {**os.environ, "CCACHE_DISABLE": "1"}  # hundreds of MB: not for the compiler cache
+        subprocess.run([*compiler, *flags, "-x", "c++-header", header, "-o", partial], env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS)
+        os.chmod(partial, 0o644)
+        # Renamed in whole: a compile that starts meanwhile finds the whole file or none.
+        os.replace(partial, os.path.join(where, HEADER + ".gch"))
     return True
 
 
@@ -115,16 +110,10 @@ def on_cpath(where: str, cpath: str) -> str:
     return os.pathsep.join([where, *(p for p in cpath.split(os.pathsep) if p and p != where)])
 
 
-def stop(process: subprocess.Popen | None, timeout: float = 0.0) -> None:
-    """Wait up to `timeout` for a background make, then end it: nothing outlives its caller."""
-    if process is None:
-        return
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout)
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, 9)
-        process.wait()
+def stop(process: subprocess.Popen | None) -> None:
+    """End a background make that is still going (with its compiler): nothing outlives its caller."""
+    if process is not None and process.poll() is None:
+        kill_group(process)
 
 
 if __name__ == "__main__":
