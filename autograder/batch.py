@@ -306,7 +306,8 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     making = None
     if os.environ.get("COURSE_PRECOMPILED_HEADERS") and submissions:
         where, making = precompiled_header.start(os.environ["COURSE_PRECOMPILED_HEADERS"])
-        share["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
+        if where:
+            share["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)

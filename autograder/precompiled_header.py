@@ -92,9 +92,14 @@ def make(where: str, *, wait: bool = False) -> bool:
 
 def start(base: str) -> tuple[str, subprocess.Popen | None]:
     """The header's folder under `base`, and the process making the header there in the
-    background (None: made already). Builds that start before it is done read ATen.h as before."""
-    where = folder(base)
-    os.makedirs(where, exist_ok=True)  # there when a sandbox opens, to be shown to its runs
+    background (None: made already). Builds that start before it is done read ATen.h as before.
+    Where no folder can be had ('', None), builds go without: it only saves time."""
+    try:
+        where = folder(base)
+        os.makedirs(where, exist_ok=True)  # there when a sandbox opens, to be shown to its runs
+    except OSError as error:
+        print(f"warning: no precompiled header under {base}: {error}", file=sys.stderr)
+        return "", None
     if made(where):
         return where, None
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -49,7 +49,8 @@ def pytest_configure(config):
         from autograder import precompiled_header
 
         where, config.making_header = precompiled_header.start(base)
-        os.environ["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
+        if where:
+            os.environ["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
 
 
 def pytest_unconfigure(config):

@@ -105,3 +105,9 @@ def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_
     (broken / "ATen" / "ATen.h.gch").write_bytes(os.urandom(4096))
     read = includes(str(broken)).splitlines()
     assert not any(line.startswith("! ") for line in read) and any(line.endswith("/ATen/ATen.h") for line in read)
+
+
+def test_no_folder_for_the_precompiled_header_means_builds_without_one(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    assert precompiled_header.start(str(tmp_path / "a_file" / "headers")) == ("", None)
+    assert "no precompiled header under" in capsys.readouterr().err
