@@ -102,10 +102,10 @@ def start(base: str) -> tuple[str, subprocess.Popen | None]:
         return "", None
     if made(where):
         return where, None
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    from autograder.grade import child_env  # the grader's children's environment, the course importable
+
     with open(where + ".log", "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=env,
+        process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=child_env(None),
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return where, process
 

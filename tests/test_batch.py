@@ -303,8 +303,8 @@ def test_gradings_find_the_precompiled_header_where_one_is_asked_for(tmp_path, m
     monkeypatch.setattr(batch.precompiled_header, "stop", stopped.append)
     monkeypatch.setenv("CPATH", "/theirs")
     submissions = [collect.Submission(name, str(tmp_path / f"{name}.ipynb"), ()) for name in ("alice", "bob")]
-    for submission in submissions:
-        open(submission.path, "w").write("{}")
+    for name in ("alice", "bob"):
+        (tmp_path / f"{name}.ipynb").write_text("{}")
     monkeypatch.setenv("COURSE_PRECOMPILED_HEADERS", str(tmp_path / "headers"))
     batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out")), [], jobs=1, cpus=2)
     assert started == [str(tmp_path / "headers")] and stopped == [maker]
