@@ -108,7 +108,8 @@ int main() {
         check(cols, bytes, aligned, 8, 8, 512);                                  // forward, version 4
         check(cols, bytes, aligned, 16 / (16 / bytes), 16 / (16 / bytes), 1024);  // fused backward
         if (bytes == 2) check(cols, bytes, aligned, 4, 4, 384);                  // ... 16-bit rows over 8192
-        check_split(cols, bytes, aligned, 8, 512);                               // forward, long rows
+        check_split(cols, bytes, aligned, 4, 512);                               // forward, long rows
+        check_split(cols, bytes, aligned, 4, 480);                               // ... on a T4 (64 KB a block)
         for (int threads = 512; threads >= 32; threads /= 2) {
           check_split(cols, bytes, aligned, 16 / (16 / bytes), threads);         // fused backward, long rows
         }
@@ -120,7 +121,7 @@ int main() {
   for (int bytes : {2, 4, 8}) {
     const int vec = kVectorBytes / bytes;
     for (int threads = 512; threads >= 32; threads /= 2) {
-      for (int vecs_per_thread : {8, 16 / (16 / bytes)}) {
+      for (int vecs_per_thread : {4, 16 / (16 / bytes)}) {  // forward, fused backward
         const long long longest = static_cast<long long>(kMaxChunks) * threads * vecs_per_thread * vec;
         for (long long cols = longest - 2 * vec; cols <= longest + 2 * vec; ++cols) {
           check_split(cols, bytes, true, vecs_per_thread, threads);

@@ -43,6 +43,8 @@ CASES = [
     # one row split over blocks, small enough for the sanitizer cases
     _forward("registers", "split_one_row", (1, 40000), points=0.5),
     _forward("registers", "misaligned_d7", (100, 7), misaligned=True, points=0.5),
+    # rows longer than 32 blocks hold (262144 fp32 columns): version 4 hands them to version 3
+    *[_forward(kernel, "fp32_d300000", (2, 300000), points=0.5) for kernel in ("registers", "auto")],
     *[_backward(kernel, what, shape, dtype)
       for kernel in ("fused", "two_pass")
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d1000", (300, 1000), torch.float32),
@@ -62,6 +64,8 @@ CASES = [
     _backward("fused", "misaligned", (64, 768), misaligned=True),
     _backward("fused", "misaligned_d7", (100, 7), misaligned=True),
     _backward("fused", "split_one_row", (1, 40000)),
+    # ... and the fused backward to version 1
+    _backward("fused", "fp32_d300000", (2, 300000)),
     # more rows than blocks resident on the GPU: blocks of one row each sum several rows
     _backward("fused", "bf16_d4096_rows4096", (4096, 4096), torch.bfloat16),
     Case("cuda_autograd_fp32", "cuda_backward", "cuda", 1.0, dict(op="autograd", shape=(64, 256))),

@@ -14,9 +14,12 @@
 // when used. Rows that are not whole aligned vectors (unless D <= 32) take version 3.
 //
 // Rows longer than a block can hold (D > 16384 in fp32, 32768 in 16 bits) are split over
-// several blocks side by side (plan_split_rows), each holding its chunk in registers as above.
-// Each chunk sums its part, and the chunks meet once per row in global memory (row_math.cuh)
-// to combine their sums; then each writes its part of y. The row is still read once.
+// several blocks side by side (plan_split_rows), each taking a chunk of the row; the chunks
+// meet once per row in global memory (row_math.cuh) to combine their sums, and then each
+// writes its part of y. While a block waits there, nothing of its own is in flight: so a split
+// block stages its chunks in shared memory, two rows at a time, and copies the next row in
+// while it sums, waits and writes this one (cp.async: the copy needs no registers). x is
+// still read once.
 //
 // Why 512 and not 1024 threads: __launch_bounds__(1024) caps a thread at 64 registers, and
 // the bf16 instance holding 8 vectors then spills (nvcc -Xptxas -v: 344 bytes of spill loads),
@@ -24,8 +27,6 @@
 // thread may use 128.
 //
 //   mean = Σx / D, var = Σ(x − mean)² / D over the registers, y = (x − mean)·rstd·γ + β
-//   split: chunk c of n_c columns sums S_c = Σx and M_c = Σ(x − S_c/n_c)² over its part; then
-//          mean = Σ_c S_c / D and D·var = Σ_c M_c + n_c·(S_c/n_c − mean)²   (Chan et al.)
 #include <type_traits>
 
 #include "row_math.cuh"
@@ -34,36 +35,32 @@ namespace {
 
 constexpr int kMaxVecs = 8;             // vectors per thread: 128 bytes of the row
 constexpr int kMaxThreadsPerRow = 512;
-constexpr int kSplitThreads = 512;  // a split row's blocks: fewer chunks wait on each other than at 256
+constexpr int kSplitVecs = 4;           // a split row's blocks: 4 vectors a thread, in shared memory ...
+constexpr int kSplitThreads = 512;      // ... and up to 512 threads, two rows of that a block
 constexpr int64_t kMaxBlocks = 65535;
 
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
-// ... of row r of the block's current group of rows. A split row: block b is chunk
-// b % chunks of its group b / chunks, and owns vectors chunk·chunk_vecs + t, + threads_per_row, ...
+// ... of row r of the block's current group of rows.
 template <typename T, int kVec, int kVecsPerThread>
 __global__ void __launch_bounds__(kMaxThreadsPerRow)
 layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                    const T* __restrict__ beta, T* __restrict__ y,
                                    acc_type_t<T>* __restrict__ mean_out,
                                    acc_type_t<T>* __restrict__ rstd_out, int64_t rows, int cols,
-                                   acc_type_t<T> eps, int chunk_vecs, RowExchange exchange) {
+                                   acc_type_t<T> eps) {
   using acc_t = acc_type_t<T>;
   using Vec = AlignedVector<T, kVec>;
-  const int chunk = blockIdx.x % exchange.chunks;
-  const int first_vec = chunk * chunk_vecs;
-  const int vecs = min(chunk_vecs, cols / kVec - first_vec);  // this block's part of the row
-  const int part_cols = vecs * kVec;
-  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma) + first_vec;
-  const Vec* beta_vecs = reinterpret_cast<const Vec*>(beta) + first_vec;
-  const int64_t row_step = static_cast<int64_t>(gridDim.x / exchange.chunks) * blockDim.y;
+  const int vecs = cols / kVec;
+  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma);
+  const Vec* beta_vecs = reinterpret_cast<const Vec*>(beta);
+  const int64_t row_step = static_cast<int64_t>(gridDim.x) * blockDim.y;
   // The loop runs the same number of times for the whole block: a thread past the last row
   // stays, holding nothing, so that the shuffles and barriers of the sums find everyone.
-  for (int64_t first_row = static_cast<int64_t>(blockIdx.x / exchange.chunks) * blockDim.y; first_row < rows;
-       first_row += row_step) {
+  for (int64_t first_row = static_cast<int64_t>(blockIdx.x) * blockDim.y; first_row < rows; first_row += row_step) {
     const int64_t row = first_row + threadIdx.y;
     const bool active = row < rows;
-    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols) + first_vec;
-    Vec* y_row = reinterpret_cast<Vec*>(y + row * cols) + first_vec;
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    Vec* y_row = reinterpret_cast<Vec*>(y + row * cols);
 
     Vec held[kVecsPerThread];
     acc_t sum = 0;
@@ -76,8 +73,7 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
         for (int e = 0; e < kVec; ++e) sum += to_acc(held[k].val[e]);
       }
     }
-    sum = row_reduce_sum(sum);
-    const acc_t part_mean = sum / part_cols;
+    const acc_t mean = row_reduce_sum(sum) / cols;
 
     acc_t squares = 0;
 #pragma unroll
@@ -86,33 +82,12 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
       if (active && v < vecs) {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t centered = to_acc(held[k].val[e]) - part_mean;
+          const acc_t centered = to_acc(held[k].val[e]) - mean;
           squares += centered * centered;
         }
       }
     }
-    squares = row_reduce_sum(squares);
-    acc_t mean = part_mean;
-    // Only the widest instance is ever split (launch_split), and acc_t is float: float64 never
-    // splits. Left out of the other instances, the exchange's code cannot crowd their registers.
-    if (kVecsPerThread == kMaxVecs && exchange.chunks > 1) {
-      if (row + row_step < rows) {
-        const Vec* next_row = x_row + row_step * (cols / kVec);
-#pragma unroll 1
-        for (int v = threadIdx.x; v < vecs; v += blockDim.x) prefetch_to_l2(next_row + v);
-      }
-      const float2* parts = exchange_partials(exchange, row, chunk, sum, squares);  // (S_c, M_c)
-      sum = 0;
-      for (int c = 0; c < exchange.chunks; ++c) sum += parts[c].x;
-      mean = sum / cols;
-      squares = 0;
-      for (int c = 0; c < exchange.chunks; ++c) {
-        const int n = min(chunk_vecs, cols / kVec - c * chunk_vecs) * kVec;
-        const acc_t off = parts[c].x / n - mean;
-        squares += parts[c].y + n * off * off;
-      }
-    }
-    const acc_t rstd = rsqrt(squares / cols + eps);
+    const acc_t rstd = rsqrt(row_reduce_sum(squares) / cols + eps);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
@@ -129,7 +104,7 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
         y_row[v] = out;
       }
     }
-    if (active && chunk == 0 && threadIdx.x == 0) {
+    if (active && threadIdx.x == 0) {
       mean_out[row] = mean;
       rstd_out[row] = rstd;
     }
@@ -152,23 +127,164 @@ RegistersKernel<T> registers_kernel_for(const RowPlan& plan) {
   }
 }
 
+// ---- A row split over blocks, staged in shared memory ----
+
+// 16 bytes from global to shared memory that do not pass through registers: the copy runs
+// on while the thread works, until wait_for_copies. Before sm_80 there is no such copy: a
+// plain one, which waits for its load.
+template <typename Vec>
+__device__ __forceinline__ void copy_async(Vec* to, const Vec* from) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned int shared = static_cast<unsigned int>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared), "l"(from) : "memory");
+#else
+  *to = *from;
+#endif
+}
+
+// Closes a group of this thread's copies.
+__device__ __forceinline__ void commit_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// Waits until this thread's groups of copies have landed, all but the newest `pending`.
+template <int pending>
+__device__ __forceinline__ void wait_for_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(pending) : "memory");
+#endif
+}
+
+// Block b is chunk b % chunks of group b / chunks; a group takes rows group, group + groups,
+// ... The chunk owns vectors chunk·chunk_vecs + k·blockDim.x + t of each row, staged in
+// shared memory as [2 rows][kVecs][blockDim.x]: a thread copies and reads only its own slots,
+// so no barrier guards them.
+//
+//   chunk c of n_c columns sums S_c = Σx and M_c = Σ(x − S_c/n_c)² over its part; then
+//   mean = Σ_c S_c / D and D·var = Σ_c M_c + n_c·(S_c/n_c − mean)²   (Chan et al.)
+template <typename T, int kVec, int kVecs>
+__global__ void __launch_bounds__(kSplitThreads)
+layernorm_forward_split_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta,
+                               T* __restrict__ y, acc_type_t<T>* __restrict__ mean_out,
+                               acc_type_t<T>* __restrict__ rstd_out, int64_t rows, int cols, acc_type_t<T> eps,
+                               int chunk_vecs, RowExchange exchange) {
+  using acc_t = acc_type_t<T>;
+  using Vec = AlignedVector<T, kVec>;
+  extern __shared__ __align__(kVectorBytes) unsigned char shared_bytes[];
+  Vec* staged = reinterpret_cast<Vec*>(shared_bytes);
+  const int chunk = blockIdx.x % exchange.chunks;
+  const int first_vec = chunk * chunk_vecs;
+  const int vecs = min(chunk_vecs, cols / kVec - first_vec);  // this block's part of each row
+  const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma) + first_vec;
+  const Vec* beta_vecs = reinterpret_cast<const Vec*>(beta) + first_vec;
+  const int64_t row_step = gridDim.x / exchange.chunks;
+  auto slot = [&](int buffer, int k) { return staged + (buffer * kVecs + k) * blockDim.x + threadIdx.x; };
+  auto stage = [&](int buffer, int64_t row) {
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols) + first_vec;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (v < vecs) copy_async(slot(buffer, k), x_row + v);
+    }
+    commit_copies();
+  };
+
+  int64_t row = blockIdx.x / exchange.chunks;  // a launch has no more groups than rows
+  stage(0, row);
+  for (int buffer = 0; row < rows; row += row_step, buffer ^= 1) {
+    if (row + row_step < rows) {
+      stage(buffer ^ 1, row + row_step);  // the other buffer's row was written out last turn
+    } else {
+      commit_copies();  // an empty group, so that the wait below still means "this row's"
+    }
+    wait_for_copies<1>();
+
+    acc_t sum = 0;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      if (k * blockDim.x + threadIdx.x < vecs) {
+        const Vec held = *slot(buffer, k);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) sum += to_acc(held.val[e]);
+      }
+    }
+    sum = block_reduce_sum(sum);
+    const acc_t part_mean = sum / (vecs * kVec);
+    acc_t squares = 0;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      if (k * blockDim.x + threadIdx.x < vecs) {
+        const Vec held = *slot(buffer, k);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t centered = to_acc(held.val[e]) - part_mean;
+          squares += centered * centered;
+        }
+      }
+    }
+    squares = block_reduce_sum(squares);
+
+    const float2* parts = exchange_partials(exchange, row, chunk, sum, squares);  // (S_c, M_c)
+    sum = 0;
+    for (int c = 0; c < exchange.chunks; ++c) sum += parts[c].x;
+    const acc_t mean = sum / cols;
+    squares = 0;
+    for (int c = 0; c < exchange.chunks; ++c) {
+      const int n = min(chunk_vecs, cols / kVec - c * chunk_vecs) * kVec;
+      const acc_t off = parts[c].x / n - mean;
+      squares += parts[c].y + n * off * off;
+    }
+    const acc_t rstd = rsqrt(squares / cols + eps);
+
+    Vec* y_row = reinterpret_cast<Vec*>(y + row * cols) + first_vec;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+      const int v = k * blockDim.x + threadIdx.x;
+      if (v < vecs) {
+        const Vec held = *slot(buffer, k);
+        const Vec g = gamma_vecs[v];
+        const Vec b = beta_vecs[v];
+        Vec out;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const acc_t xhat = (to_acc(held.val[e]) - mean) * rstd;
+          out.val[e] = from_acc<T>(xhat * to_acc(g.val[e]) + to_acc(b.val[e]));
+        }
+        y_row[v] = out;
+      }
+    }
+    if (chunk == 0 && threadIdx.x == 0) {
+      mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
+}
+
 // A row longer than one block holds: split over blocks that are all on the GPU at once (as
-// many groups of `chunks` blocks as fit), or version 3 where it cannot be.
+// many groups of `chunks` blocks as fit), or version 3 where it cannot be. A block stages two
+// rows of its chunk: as many threads as that leaves room for, up to kSplitThreads (a T4 gives
+// a block 64 KB).
 template <typename T>
 cudaError_t launch_split(const T* x, const T* gamma, const T* beta, T* y, acc_type_t<T>* mean, acc_type_t<T>* rstd,
                          int64_t rows, int64_t cols, double eps, bool aligned, cudaStream_t stream) {
-  const RowPlan plan = plan_split_rows(cols, sizeof(T), aligned, kMaxVecs, kSplitThreads);
-  const RegistersKernel<T> kernel = registers_kernel_for<T>(plan);
-  const int64_t groups = plan.fits() && split_launch_supported()
-                             ? blocks_at_once(kernel, plan.threads_per_row, 0) / plan.chunks : 0;
+  constexpr int kVec = kVectorBytes / sizeof(T);
+  constexpr int kStagedBytesPerThread = 2 * kSplitVecs * kVectorBytes;
+  const auto kernel = &layernorm_forward_split_kernel<T, kVec, kSplitVecs>;
+  const int room_threads = split_launch_supported() ? room_for_shared(kernel) / kStagedBytesPerThread / 32 * 32 : 0;
+  const int threads = room_threads < kSplitThreads ? room_threads : kSplitThreads;
+  const RowPlan plan = threads > 0 ? plan_split_rows(cols, sizeof(T), aligned, kSplitVecs, threads) : RowPlan{};
+  const size_t shared = static_cast<size_t>(plan.threads_per_row) * kStagedBytesPerThread;
+  const int64_t groups = plan.fits() ? blocks_at_once(kernel, plan.threads_per_row, shared) / plan.chunks : 0;
   if (groups == 0) return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
   if (rows == 0) return cudaSuccess;
   RowExchange exchange;
   cudaError_t error = open_exchange(exchange, rows, plan.chunks, stream);
   if (error != cudaSuccess) return error;
   const int64_t used = rows < groups ? rows : groups;
-  error = launch_cooperative(kernel, static_cast<int>(used * plan.chunks), dim3(plan.threads_per_row), 0, stream, x,
-                             gamma, beta, y, mean, rstd, rows, static_cast<int>(cols),
+  error = launch_cooperative(kernel, static_cast<int>(used * plan.chunks), dim3(plan.threads_per_row), shared, stream,
+                             x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols),
                              static_cast<acc_type_t<T>>(eps), plan.chunk_vecs, exchange);
   const cudaError_t freed = close_exchange(exchange, stream);
   return error != cudaSuccess ? error : freed;
@@ -191,8 +307,7 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
     const int64_t blocks_needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
     const int blocks = static_cast<int>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
     registers_kernel_for<T>(plan)<<<blocks, dim3(plan.threads_per_row, plan.rows_per_block), 0, stream>>>(
-        x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps),
-        static_cast<int>(cols / plan.vec), RowExchange{});
+        x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
     return cudaGetLastError();
   }
 }

@@ -90,13 +90,6 @@ __device__ __forceinline__ const float2* exchange_partials(const RowExchange& ex
   return pairs;
 }
 
-// Brings the 16 bytes at `address` toward L2 without waiting for them, and without a register
-// to hold them. A split row's block asks for its part of its next row before it waits on the
-// other chunks, so that memory keeps working through the wait.
-__device__ __forceinline__ void prefetch_to_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
-}
-
 // A build may lower the GPU's limit on a block's shared memory: tests build with a T4's 65536
 // bytes to run the T4's launch plans on a larger GPU.
 #ifndef LAYERNORM_MAX_SHARED_BYTES
