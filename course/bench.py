@@ -15,8 +15,8 @@ runs and not in others.
 
 The events see only the current stream. A few calls are also timed whole, from the call
 until the device is idle (every stream's work included): where that takes longer than the
-host's time and the GPU's together, the op left work the events did not see, and the whole
-time is its time.
+host's time and the GPU's together, twice over, the op left work the events did not see, and
+the whole time is its time.
 """
 from __future__ import annotations
 
@@ -204,8 +204,13 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     median, gpu_ms, host_ms, unseen = statistics.median(times), statistics.median(gpu_times), \
         statistics.median(host_times), False
     if cuda:
+        # A hiccup (another process on the host, clocks still rising) can slow a few whole calls;
+        # work the events missed slows every set of them. So a second set must agree.
+        limit = UNSEEN_FACTOR * (gpu_ms + host_ms) + UNSEEN_MARGIN_MS
         whole = _whole_call_ms(fn, arg_sets)
-        unseen = whole > UNSEEN_FACTOR * (gpu_ms + host_ms) + UNSEEN_MARGIN_MS
+        if whole > limit:
+            whole = min(whole, _whole_call_ms(fn, arg_sets))
+        unseen = whole > limit
         median = whole if unseen else median
     return Timing(median, _spread(times), len(times), host_bound_calls > len(times) / 2, gpu_ms, host_ms, unseen,
                   last_outputs)

@@ -336,6 +336,20 @@ def _busy_on_a_side_stream(ms: float):
     bench._hold_stream(0.05)
 
 
+@pytest.mark.parametrize("wholes, unseen, median", [([1.0], False, 0.9), ([5.0, 1.0], False, 0.9),
+                                                    ([5.0, 4.0], True, 4.0)])
+def test_a_slow_set_of_whole_calls_is_judged_by_a_second(monkeypatch, wholes, unseen, median):
+    """Whole calls over the events' time say that work was missed only when a second set agrees: a
+    hiccup slows one set, hidden work both. (The GPU's timers faked: this runs on the CPU.)"""
+    sets = iter(wholes)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(bench, "_cuda_call_ms", lambda fn, args, hold_ms: (0.9, 0.05, None))
+    monkeypatch.setattr(bench, "_whole_call_ms", lambda fn, arg_sets: next(sets))
+    timing = bench.time_op(lambda: None, [()], min_reps=3, max_reps=3, device="cuda")
+    assert timing.unseen == unseen and timing.median_ms == pytest.approx(median), timing
+    assert next(sets, None) is None, "every set of whole calls asked for was measured"
+
+
 @pytest.mark.gpu
 def test_work_left_on_another_stream_is_timed_whole():
     honest = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
