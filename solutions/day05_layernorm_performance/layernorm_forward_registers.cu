@@ -39,6 +39,39 @@ constexpr int kSplitVecs = 4;           // a split row's blocks: 4 vectors a thr
 constexpr int kSplitThreads = 512;      // ... and up to 512 threads, two rows of that a block
 constexpr int64_t kMaxBlocks = 65535;
 
+// One 16-byte vector of a row (by value: one 16-byte load, even from shared memory), in acc_t: its elements added to a running sum, or their squared
+// distances from `mean`; and its y.
+template <typename T, int kVec>
+__device__ __forceinline__ acc_type_t<T> add_elements(acc_type_t<T> sum, AlignedVector<T, kVec> x) {
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) sum += to_acc(x.val[e]);
+  return sum;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ acc_type_t<T> add_squares(acc_type_t<T> squares, AlignedVector<T, kVec> x,
+                                                     acc_type_t<T> mean) {
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    const acc_type_t<T> centered = to_acc(x.val[e]) - mean;
+    squares += centered * centered;
+  }
+  return squares;
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ AlignedVector<T, kVec> normalized(AlignedVector<T, kVec> x, AlignedVector<T, kVec> gamma,
+                                                             AlignedVector<T, kVec> beta, acc_type_t<T> mean,
+                                                             acc_type_t<T> rstd) {
+  AlignedVector<T, kVec> y;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    const acc_type_t<T> xhat = (to_acc(x.val[e]) - mean) * rstd;
+    y.val[e] = from_acc<T>(xhat * to_acc(gamma.val[e]) + to_acc(beta.val[e]));
+  }
+  return y;
+}
+
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
 // ... of row r of the block's current group of rows.
 template <typename T, int kVec, int kVecsPerThread>
@@ -69,8 +102,7 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
       const int v = k * blockDim.x + threadIdx.x;
       if (active && v < vecs) {
         held[k] = x_row[v];  // every load is issued before any sum needs one
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) sum += to_acc(held[k].val[e]);
+        sum = add_elements(sum, held[k]);
       }
     }
     const acc_t mean = row_reduce_sum(sum) / cols;
@@ -79,30 +111,14 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t centered = to_acc(held[k].val[e]) - mean;
-          squares += centered * centered;
-        }
-      }
+      if (active && v < vecs) squares = add_squares(squares, held[k], mean);
     }
     const acc_t rstd = rsqrt(row_reduce_sum(squares) / cols + eps);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
-      if (active && v < vecs) {
-        const Vec g = gamma_vecs[v];
-        const Vec b = beta_vecs[v];
-        Vec out;
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(held[k].val[e]) - mean) * rstd;
-          out.val[e] = from_acc<T>(xhat * to_acc(g.val[e]) + to_acc(b.val[e]));
-        }
-        y_row[v] = out;
-      }
+      if (active && v < vecs) y_row[v] = normalized(held[k], gamma_vecs[v], beta_vecs[v], mean, rstd);
     }
     if (active && threadIdx.x == 0) {
       mean_out[row] = mean;
@@ -204,25 +220,14 @@ layernorm_forward_split_kernel(const T* __restrict__ x, const T* __restrict__ ga
     acc_t sum = 0;
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
-      if (k * blockDim.x + threadIdx.x < vecs) {
-        const Vec held = *slot(buffer, k);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) sum += to_acc(held.val[e]);
-      }
+      if (k * blockDim.x + threadIdx.x < vecs) sum = add_elements(sum, *slot(buffer, k));
     }
     sum = block_reduce_sum(sum);
     const acc_t part_mean = sum / (vecs * kVec);
     acc_t squares = 0;
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
-      if (k * blockDim.x + threadIdx.x < vecs) {
-        const Vec held = *slot(buffer, k);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t centered = to_acc(held.val[e]) - part_mean;
-          squares += centered * centered;
-        }
-      }
+      if (k * blockDim.x + threadIdx.x < vecs) squares = add_squares(squares, *slot(buffer, k), part_mean);
     }
     squares = block_reduce_sum(squares);
 
@@ -242,18 +247,7 @@ layernorm_forward_split_kernel(const T* __restrict__ x, const T* __restrict__ ga
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
       const int v = k * blockDim.x + threadIdx.x;
-      if (v < vecs) {
-        const Vec held = *slot(buffer, k);
-        const Vec g = gamma_vecs[v];
-        const Vec b = beta_vecs[v];
-        Vec out;
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (to_acc(held.val[e]) - mean) * rstd;
-          out.val[e] = from_acc<T>(xhat * to_acc(g.val[e]) + to_acc(b.val[e]));
-        }
-        y_row[v] = out;
-      }
+      if (v < vecs) y_row[v] = normalized(*slot(buffer, k), gamma_vecs[v], beta_vecs[v], mean, rstd);
     }
     if (chunk == 0 && threadIdx.x == 0) {
       mean_out[row] = mean;
