@@ -39,8 +39,8 @@ constexpr int kSplitVecs = 4;           // a split row's blocks: 4 vectors a thr
 constexpr int kSplitThreads = 512;      // ... and up to 512 threads, two rows of that a block
 constexpr int64_t kMaxBlocks = 65535;
 
-// One 16-byte vector of a row (by value: one 16-byte load, even from shared memory), in acc_t: its elements added to a running sum, or their squared
-// distances from `mean`; and its y.
+// One 16-byte vector of a row, in acc_t: its elements added to a running sum, or their squared
+// distances from `mean`; and its y. Taken by value: one 16-byte load, from shared memory too.
 template <typename T, int kVec>
 __device__ __forceinline__ acc_type_t<T> add_elements(acc_type_t<T> sum, AlignedVector<T, kVec> x) {
 #pragma unroll
@@ -266,7 +266,8 @@ cudaError_t launch_split(const T* x, const T* gamma, const T* beta, T* y, acc_ty
   constexpr int kVec = kVectorBytes / sizeof(T);
   constexpr int kStagedBytesPerThread = 2 * kSplitVecs * kVectorBytes;
   const auto kernel = &layernorm_forward_split_kernel<T, kVec, kSplitVecs>;
-  const int room_threads = split_launch_supported() ? room_for_shared(kernel) / kStagedBytesPerThread / 32 * 32 : 0;
+  const int room_threads =
+      split_launch_supported() ? room_for_shared(kernel) / kStagedBytesPerThread / kWarpSize * kWarpSize : 0;
   const int threads = room_threads < kSplitThreads ? room_threads : kSplitThreads;
   const RowPlan plan = threads > 0 ? plan_split_rows(cols, sizeof(T), aligned, kSplitVecs, threads) : RowPlan{};
   const size_t shared = static_cast<size_t>(plan.threads_per_row) * kStagedBytesPerThread;
