@@ -7,8 +7,9 @@
 What a kernel change is worth, in one run: the builds are timed in the same process, round after
 round, each in turn, so that the machine's drift falls on all of them alike (two runs of
 bench/layernorm.py on one GPU differ by 5-10%). A REV is anything git names (a commit, a branch,
-HEAD~2) or "worktree" for the files as they are now; each is built from its own copy of
-solutions/, all at once. Before timing, each build must pass the unit's hidden GPU cases of the
+HEAD~2), "worktree" for the files as they are now, or a folder that holds a solutions/ tree (a
+copy of the course with one change: several variants in one run); each is built from its own
+copy of solutions/, all at once. Before timing, each build must pass the unit's hidden GPU cases of the
 op (today's suite judges every build: rows split over blocks, rows too long to split, misaligned
 and empty inputs among them). Each timed shape has 2^26 elements; a row of the table is one
 build's share of the copy ceiling measured in the same run, a column a round, torch's beside them.
@@ -34,10 +35,12 @@ OPS = {"forward": ("forward",), "backward": ("backward_op", "autograd")}  # the 
 
 
 def solutions_at(rev: str, dest: str) -> str:
-    """The course folder whose solutions/ is as at `rev` (extracted into dest), or the
-    repository itself for WORKTREE."""
+    """The course folder whose solutions/ is as at `rev` (extracted into dest), the repository
+    itself for WORKTREE, or `rev` itself where it is a folder holding solutions/."""
     if rev == WORKTREE:
         return units.REPO
+    if os.path.isdir(os.path.join(rev, "solutions")):
+        return rev
     archive = subprocess.run(["git", "-C", units.REPO, "archive", "--format=tar", rev, "solutions"],
                              capture_output=True)
     if archive.returncode != 0:
@@ -98,7 +101,7 @@ def check(builds: dict, op: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("revs", nargs="+", help=f"commits to build, or {WORKTREE!r}")
+    parser.add_argument("revs", nargs="+", help=f"commits to build, {WORKTREE!r}, or folders holding solutions/")
     parser.add_argument("--op", choices=("forward", "backward"), default="forward")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "float16"],
                         choices=["float32", "bfloat16", "float16"])

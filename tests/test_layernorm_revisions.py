@@ -1,5 +1,7 @@
 """bench/layernorm_revisions.py builds each commit from that commit's own sources. Its builds and
 timings need a GPU; which sources it writes is checked here."""
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -42,6 +44,17 @@ def _written_by_course(folder) -> dict[str, str]:
     unit = units.load(revisions.UNIT)
     unit.write("solution", str(folder))
     return {name: (folder / name).read_text() for name in unit.sources}
+
+
+def test_a_folder_holding_solutions_writes_its_own_sources(tmp_path):
+    """A variant: a copy of solutions/ with one kernel file changed builds from that copy."""
+    copy = tmp_path / "variant"
+    shutil.copytree(os.path.join(units.REPO, "solutions"), copy / "solutions")
+    kernel = copy / "solutions" / revisions.UNIT / "layernorm_backward_fused.cu"
+    kernel.write_text(kernel.read_text() + "// the variant's own line\n")
+    written = _written(str(copy), tmp_path / "out")
+    assert written["layernorm_backward_fused.cu"].endswith("// the variant's own line\n")
+    assert written != _written(revisions.WORKTREE, tmp_path / "now")
 
 
 def test_an_unknown_commit_is_named_in_the_error(tmp_path):
