@@ -187,8 +187,11 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
         sum_g_xhat += parts[c].y;
       }
     }
-    const acc_t mean_g = sum_g / cols;
-    const acc_t mean_g_xhat = sum_g_xhat / cols;
+    // dx_j = rstd·g_j + slope·(x_j − mean) + offset, with slope = −rstd²·mean(g·x̂) and
+    // offset = −rstd·mean(g): the formula above, with two multiply-adds an element. (x − mean
+    // first, as in x̂: where |mean| >> std, slope·x + (offset − slope·mean) would cancel.)
+    const acc_t slope = -row_rstd * row_rstd * (sum_g_xhat / cols);
+    const acc_t offset = -row_rstd * (sum_g / cols);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
@@ -198,9 +201,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
         Vec out;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
           const acc_t g = widen(dy_held[k].val[e]) * widen(gv.val[e]);
-          out.val[e] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
+          out.val[e] = from_acc<T>(row_rstd * g + (slope * (widen(x_held[k].val[e]) - row_mean) + offset));
         }
         dx_row[v] = out;
       }
