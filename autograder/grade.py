@@ -197,7 +197,8 @@ def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_ke
     if not isinstance(outcome, dict):
         return Verdict(False, outcome)
     problem = result_problem(spec, case, input_sets, outcome)
-    if not problem and case.kind == "perf" and isinstance(baseline, dict):
+    # A baseline that raised is not malformed: the judge reports the case as not run, with why.
+    if not problem and case.kind == "perf" and isinstance(baseline, dict) and "exception" not in baseline:
         why = timing_problem(baseline) or timing_problem(baseline, "reference_timing")
         problem = why and f"the run timing torch's op and the reference returned {why}"
     if problem:

@@ -58,9 +58,17 @@ def timing_problem(result, key: str = "timing") -> str:
         return f"no {key.replace('_', ' ')}"
     for key in TIMING_KEYS:
         value = timing.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not _finite(value):
             return f"timing {key} is not a number"
     return ""
+
+
+def _finite(value: int | float) -> bool:
+    """A finite number a float can hold: math.isfinite raises on an int past float's range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:

@@ -75,11 +75,24 @@ def _perf_result() -> tuple:
 def test_a_perf_result_needs_a_timing_that_is_a_number_and_every_sets_outputs():
     case, input_sets, good = _perf_result()
     assert len(input_sets) == 3 and result_problem(SPEC, case, input_sets, good) == ""
-    for bad in (float("nan"), "fast", None, True):
+    for bad in (float("nan"), "fast", None, True, 10**400):  # an int past float's range: no OverflowError
         forged = {**good, "timing": {**good["timing"], "median_ms": bad}}
         assert "median_ms is not a number" in result_problem(SPEC, case, input_sets, forged)
     first_only = {**good, "outputs": good["outputs"][:1], "output_devices": good["output_devices"][:1]}
     assert "1 set(s) of outputs for 3" in result_problem(SPEC, case, input_sets, first_only)
+
+
+def test_a_reference_that_raised_on_a_perf_case_leaves_it_not_run():
+    """The grader's side failing (the reference out of memory, say) is not the student's fault:
+    the case is reported as not run, with the reference's error, not as a malformed result."""
+    from autograder.grade import _verdict
+
+    case, input_sets, good = _perf_result()
+    baseline = {"exception": "RuntimeError: CUDA out of memory"}
+    verdict = _verdict(SPEC, case, input_sets, good, baseline, frozenset())
+    assert not verdict.passed
+    assert verdict.message.startswith("not run: the reference could not be timed here"), verdict.message
+    assert "CUDA out of memory" in verdict.message
 
 
 def test_a_perf_case_checks_the_timed_output_of_every_input_set():
