@@ -95,6 +95,20 @@ def test_a_reference_that_raised_on_a_perf_case_leaves_it_not_run():
     assert "CUDA out of memory" in verdict.message
 
 
+def test_a_result_that_breaks_a_check_fails_its_case_only(monkeypatch):
+    """Whatever a forged result does to the checks themselves, it costs that case a failed
+    verdict: the grading goes on and writes its report."""
+    from autograder import grade as grade_module
+
+    def broken(*args):
+        raise OverflowError("a check met a value it did not foresee")
+
+    monkeypatch.setattr(grade_module, "result_problem", broken)
+    case, input_sets, good = _perf_result()
+    verdict = grade_module._verdict(SPEC, case, input_sets, good, None, frozenset())
+    assert not verdict.passed and "could not judge this result (OverflowError" in verdict.message
+
+
 def test_a_perf_case_checks_the_timed_output_of_every_input_set():
     """An op that answers every call of a shape with its first answer is right on one set only."""
     case, input_sets, good = _perf_result()
