@@ -39,6 +39,7 @@ from autograder import gradebook, precompiled_header
 from autograder.collect import Submission
 from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
+from autograder.untrusted_files import is_regular_file, open_regular
 from autograder.version import grader_version
 from course.authoring.units import Unit
 from course.cases import needed
@@ -48,18 +49,20 @@ GRACE_S = 300                # past the grading's own time limit, before its pro
 
 
 def content_hash(path: str) -> str:
+    """A digest of the submission's files. Only regular files are read: a named pipe would wait
+    for ever, a link to a device read for ever (such a submission file: NotRegularFile, an OSError)."""
     digest = hashlib.sha256()
     if os.path.isdir(path):
         for root, folders, names in sorted(os.walk(path)):
             folders.sort()
             for name in sorted(names):
                 full = os.path.join(root, name)
-                if not os.path.islink(full):
+                if is_regular_file(full):
                     digest.update(os.path.relpath(full, path).encode() + b"\0")
-                    with open(full, "rb") as handle:
+                    with open_regular(full) as handle:
                         digest.update(handle.read())
     else:
-        with open(path, "rb") as handle:
+        with open_regular(os.path.realpath(path)) as handle:  # a link the instructor made is followed
             digest.update(handle.read())
     return digest.hexdigest()[:16]
 
@@ -258,7 +261,8 @@ class Grading:
             self.error = "the grading wrote no results.json"
         _write_json({"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
                      "hash": self.digest, "grader_version": self.version,
-                     "status": "failed" if self.error else "graded", "error": self.error, "gpu": self.gpus[0],
+                     "status": "failed" if self.error else "graded", "error": self.error,
+                     "gpu": self.gpus[0] if self.gpus else None,
                      "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None, "seed": self.seed,
                      "seconds": round(sum(self.seconds), 1), "step_seconds": self.seconds}, self.state_path)
         return "failed" if self.error else "graded"
@@ -361,6 +365,12 @@ def _guarded(grading: Grading, step) -> str:
         return step()
     except Exception as error:  # noqa: BLE001 - one submission's grader failure stops no other
         print(f"warning: {grading.submission.id}: the grader failed: {type(error).__name__}: {error}", file=sys.stderr)
+        grading.error = f"the grader failed on it: {type(error).__name__}: {error}"
+        try:  # its record says so: the gradebook lists it as failed, and no earlier grade stands
+            os.makedirs(grading.folder, exist_ok=True)
+            grading.finish()
+        except Exception as again:  # noqa: BLE001
+            print(f"warning: {grading.submission.id}: its failure could not be recorded: {again}", file=sys.stderr)
         return "failed"
 
 

@@ -284,6 +284,31 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
     progress = batch.grade_all(submissions, options, [], jobs=1, cpus=2)
     assert (progress.graded, progress.failed) == (1, 1) and graded == ["bob"]
     assert "alice: the grader failed: FileNotFoundError" in capsys.readouterr().err
+    # alice's record says so: the gradebook lists her as failed, and no earlier grade of hers stands
+    state = json.loads((tmp_path / "out" / "results" / "alice" / gradebook.STATE).read_text())
+    assert state["status"] == "failed" and "FileNotFoundError" in state["error"]
+
+
+def test_a_named_pipe_among_the_hand_ins_fails_its_grading_without_waiting(tmp_path, monkeypatch):
+    """A hand-in that is a named pipe, or a folder holding one, is not opened and waited on: the
+    pipe alone fails, the folder is graded, and the batch ends."""
+    monkeypatch.setattr(batch, "_run_grading", lambda command, env, log, timeout: json.dump(
+        {"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}},
+        open(os.path.join(command[command.index("--out") + 1], "results.json"), "w")))
+    os.mkfifo(tmp_path / "pipe.zip")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "folder" / "relu_bias.cu")
+    submissions = [collect.Submission("pipe", str(tmp_path / "pipe.zip"), ()),
+                   collect.Submission("folder", str(tmp_path / "folder"), ())]
+    done = []
+    worker = threading.Thread(target=lambda: done.append(
+        batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out")), [], jobs=1, cpus=2)), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "the batch waited on a named pipe"
+    assert (done[0].graded, done[0].failed) == (1, 1)
+    state = json.loads((tmp_path / "out" / "results" / "pipe" / gradebook.STATE).read_text())
+    assert state["status"] == "failed" and "not a regular file" in state["error"]
 
 
 def test_gradings_find_the_precompiled_header_where_one_is_asked_for(tmp_path, monkeypatch):
