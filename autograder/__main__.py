@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     grade_parser.add_argument("--prebuilt", metavar="DIR",
                               help="run the build a first step kept in DIR instead of building (grade-all sets it)")
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
-    reference_parser.add_argument("--unit", action="append", help="unit name (repeatable); default: all")
+    reference_parser.add_argument("--unit", action="append", choices=[u.name for u in units.all_units()],
+                                  help="unit name (repeatable); default: all")
     reference_parser.add_argument("--out", default="results")
     for sub in (grade_parser, reference_parser):
         sub.add_argument("--tests", action="append", default=[], metavar="PATTERN",
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     if hasattr(args, "run"):
         return args.run(args)
+    class_cli.check_out_folder(parser, "--out", args.out)
+    class_cli.check_out_folder(parser, "--work", args.work)
+    class_cli.check_time_limit(parser, args.time_limit)
     if args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
     options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests))

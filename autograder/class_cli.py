@@ -5,8 +5,20 @@ status; autograder/__main__.py registers them beside `grade` and `reference`."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+
+
+def check_out_folder(parser, flag: str, path: str | None) -> None:
+    """A folder the command writes into: it need not exist yet, but it must not be a file."""
+    if path is not None and os.path.exists(path) and not os.path.isdir(path):
+        parser.error(f"{flag} {path!r}: expected a folder, and this is a file")
+
+
+def check_time_limit(parser, seconds: float) -> None:
+    if not (math.isfinite(seconds) and seconds > 0):
+        parser.error(f"--time-limit {seconds}: expected a number of seconds above 0")
 
 
 def _release(args) -> int:
@@ -26,6 +38,8 @@ def _gradescope(args) -> int:
 
     if not args.out.endswith(".zip"):
         args.parser.error(f"OUT {args.out!r}: expected a path ending in .zip")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        args.parser.error(f"OUT {args.out!r}: the folder to write it in does not exist")
     print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
     return 0
 
@@ -41,6 +55,9 @@ def _grade_all(args) -> int:
     from autograder import batch, collect, gradebook
     from course.authoring import units
 
+    check_out_folder(args.parser, "--out", args.out)
+    check_out_folder(args.parser, "--work", args.work)
+    check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
     try:
         gpus = batch.parse_gpus(args.gpus)
@@ -63,26 +80,33 @@ def _grade_all(args) -> int:
 def _merge(args) -> int:
     from autograder import gradebook
 
+    if not os.path.isdir(os.path.join(args.out, gradebook.RESULTS)):
+        args.parser.error(f"OUT {args.out!r}: expected the --out folder the shards graded into, "
+                          f"with {gradebook.RESULTS}/ in it")
     records = gradebook.write_reports(args.out, args.unit, args.anonymise)
     print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
     return 0 if records and all(r.results for r in records) else 1
 
 
 def _slurm(args) -> int:
-    import math
     import subprocess
 
     from autograder import collect, slurm
     from course.authoring import units
 
+    check_out_folder(args.parser, "--out", args.out)
     try:
         count = len(collect.collect(args.submissions, units.load(args.unit)))
     except ValueError as error:
         args.parser.error(str(error))
-    for name in ("gpus_per_task", "cpus_per_task", "per_shard"):
-        if getattr(args, name) < (0 if name == "gpus_per_task" else 1):
+    for name in ("gpus_per_task", "cpus_per_task", "per_shard", "jobs"):
+        least = 0 if name == "gpus_per_task" else 1
+        if getattr(args, name) is not None and getattr(args, name) < least:
             args.parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a whole number, "
-                              f"{0 if name == 'gpus_per_task' else 1} or more")
+                              f"{least} or more")
+    for option in args.sbatch_option:  # each is one #SBATCH line of the script
+        if "\n" in option or "\r" in option:
+            args.parser.error(f"--sbatch-option {option!r}: expected one line, such as --partition=gpu")
     shards = max(1, min(count, math.ceil(count / args.per_shard)))
     job = slurm.Job(os.path.abspath(args.submissions), args.unit, os.path.abspath(args.out), shards,
                     args.gpus_per_task, args.cpus_per_task, args.mem, args.time, args.jobs, args.sandbox,
