@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from autograder.untrusted_files import finite_number
 from course.authoring.questions import WRITTEN
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
@@ -36,21 +37,124 @@ class Record:
 
 
 def read(out: str) -> list[Record]:
+    """Every submission's record. One whose files are missing or damaged is read as not graded,
+    with why: it is listed in failures.md, and the rest of the class is still reported."""
     folder = os.path.join(out, RESULTS)
-    records = []
-    for entry in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-        state_path = os.path.join(folder, entry, STATE)
-        if not os.path.exists(state_path):
-            continue
-        with open(state_path, encoding="utf-8") as handle:
-            state = json.load(handle)
-        results_path = os.path.join(folder, entry, "results.json")
-        results = None
-        if state.get("status") == "graded" and os.path.exists(results_path):
-            with open(results_path, encoding="utf-8") as handle:
-                results = json.load(handle)
-        records.append(Record(entry, state.get("students") or [{"name": entry}], results, state))
-    return records
+    entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    return [_record(out, entry) for entry in entries if os.path.isdir(os.path.join(folder, entry))]
+
+
+def _record(out: str, entry: str) -> Record:
+    where = os.path.join(RESULTS, entry)  # relative to OUT, as failures.md names the files
+    state, problem = _load(out, os.path.join(where, STATE), _state_problem,
+                           missing="missing: its grading never finished (a killed task?)")
+    if problem:
+        return Record(entry, [{"name": entry}], None, {"status": "failed", "error": problem})
+    students = state.get("students") or [{"name": entry}]
+    if state["status"] != "graded":
+        return Record(entry, students, None, state)
+    results, problem = _load(out, os.path.join(where, "results.json"), _results_problem)
+    if problem:
+        return Record(entry, students, None, {**state, "status": "failed", "error": problem})
+    return Record(entry, students, results, state)
+
+
+def _load(out: str, path: str, problem_of, missing: str = "missing") -> tuple[object, str]:
+    """(the JSON document at OUT/path, '') when `problem_of` finds nothing wrong with it; else
+    (None, what is wrong, naming the file)."""
+    try:
+        with open(os.path.join(out, path), encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return None, f"{path}: {missing}"
+    except UnicodeDecodeError as error:  # before ValueError, which it is
+        return None, f"{path}: not UTF-8 text ({error.reason} at byte {error.start})"
+    except json.JSONDecodeError as error:
+        return None, f"{path}: not valid JSON ({error.msg}: line {error.lineno} column {error.colno})"
+    except (OSError, ValueError, RecursionError) as error:  # unreadable, or nested past the parser's depth
+        return None, f"{path}: could not be read ({type(error).__name__}: {error})"
+    problem = problem_of(document)
+    return (None, f"{path}: {problem}") if problem else (document, "")
+
+
+def _shown(value) -> str:
+    """A JSON value as a message shows it: a scalar as written, a container by its kind."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    return json.dumps(value)[:60]
+
+
+def _number(value) -> bool:
+    """JSON's true is a bool, and NaN, Infinity or an int past float's range spoil a column."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and finite_number(value)
+
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _tags(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(tag, str) for tag in value)
+
+
+def _student(value) -> bool:
+    return isinstance(value, dict) and all(_text(value.get(key, "")) for key in ("name", "email", "sid"))
+
+
+STATUSES = ("passed", "failed")
+# What the reports read of each test in results.json: (key, check, what it must be).
+TEST_FIELDS = (("name", _text, "text"), ("score", _number, "a number"),
+               ("status", STATUSES.__contains__, '"passed" or "failed"'), ("output", _text, "text"),
+               ("tags", _tags, "a list of one or more tags"))
+
+
+def _state_problem(state) -> str:
+    """'' when grading.json holds what the reports read (batch.Grading.finish writes it)."""
+    if not isinstance(state, dict):
+        return f"holds {_shown(state)}, not an object"
+    if state.get("status") not in ("graded", "failed"):
+        return f'status is {_shown(state.get("status"))}, not "graded" or "failed"'
+    if not isinstance(state.get("error"), (str, type(None))):
+        return f"error is {_shown(state['error'])}, not text"
+    students = state.get("students")
+    if students is not None and not (isinstance(students, list) and all(map(_student, students))):
+        return "students is not a list of objects whose name, email and sid are text"
+    return ""
+
+
+def _results_problem(results) -> str:
+    """'' when results.json holds what the reports read (report.results_json writes it)."""
+    if not isinstance(results, dict):
+        return f"holds {_shown(results)}, not an object"
+    missing = [key for key in ("score", "tests", "extra_data") if key not in results]
+    if missing:
+        return f"has no {', '.join(missing)}"
+    if not _number(results["score"]):
+        return f"score is {_shown(results['score'])}, not a number"
+    if not isinstance(results["tests"], list) or not isinstance(results["extra_data"], dict):
+        return "tests is not a list, or extra_data not an object"
+    problems = (_test_problem(number, test) for number, test in enumerate(results["tests"]))
+    return next(filter(None, problems), "") or _perf_problem(results["extra_data"].get("perf", {}))
+
+
+def _test_problem(number: int, test) -> str:
+    if not isinstance(test, dict):
+        return f"tests[{number}] is {_shown(test)}, not an object"
+    for key, fits, expected in TEST_FIELDS:
+        if key not in test:
+            return f"tests[{number}] has no {key}"
+        if not fits(test[key]):
+            return f"tests[{number}].{key} is {_shown(test[key])}, not {expected}"
+    return ""
+
+
+def _perf_problem(perf) -> str:
+    if not isinstance(perf, dict):
+        return f"extra_data.perf is {_shown(perf)}, not an object"
+    for name, entry in perf.items():
+        if not isinstance(entry, dict) or not _number(entry.get("ratio")):
+            return f"extra_data.perf[{json.dumps(name)}] has no ratio that is a number"
+    return ""
 
 
 def _groups(records: list[Record]) -> list[str]:
@@ -148,7 +252,7 @@ def failure_summary(records: list[Record]) -> str:
     broken = [r for r in records if not r.results]
     if broken:
         lines += ["", "## Not graded (the grader itself failed; rerun them)", ""]
-        lines += [f"- `{r.id}`: {r.state.get('error', 'no results.json')}" for r in broken]
+        lines += [f"- `{r.id}`: {r.state.get('error') or 'its grading.json gives no reason'}" for r in broken]
     return "\n".join(lines) + "\n"
 
 

@@ -7,10 +7,9 @@ of the outputs are the judge's to compare, with its messages.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
+from autograder.untrusted_files import finite_number
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.ops import op_for
 
@@ -58,17 +57,9 @@ def timing_problem(result, key: str = "timing") -> str:
         return f"no {key.replace('_', ' ')}"
     for key in TIMING_KEYS:
         value = timing.get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not _finite(value):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not finite_number(value):
             return f"timing {key} is not a number"
     return ""
-
-
-def _finite(value: int | float) -> bool:
-    """A finite number a float can hold: math.isfinite raises on an int past float's range."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:

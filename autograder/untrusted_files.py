@@ -2,6 +2,7 @@
 waits for a writer that never comes), a symlink to a device, or text with anything in it."""
 from __future__ import annotations
 
+import math
 import os
 import stat
 from typing import BinaryIO
@@ -32,6 +33,14 @@ def is_regular_file(path: str) -> bool:
         open_regular(path).close()
         return True
     except OSError:
+        return False
+
+
+def finite_number(value: int | float) -> bool:
+    """A finite number a float can hold: math.isfinite raises on an int past float's range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
         return False
 
 

@@ -1,0 +1,157 @@
+"""The class reports (autograder/gradebook.py) over a results folder where one submission's
+files are missing or damaged: that submission is listed as not graded, with the file and
+what was wrong, and every other student is still in gradebook.csv, the leaderboard and
+failures.md. No grading runs: the folders are written here as batch.Grading leaves them."""
+import csv
+import json
+
+import pytest
+
+from autograder import gradebook
+from autograder.__main__ import main
+
+UNIT = "day01_relu_bias"
+CLASS = {"ada": 3.0, "grace": 2.0}  # the undamaged submissions and their scores
+
+
+def _results(score: float) -> dict:
+    """A results.json as report.results_json writes it, cut to what the reports read."""
+    tests = [{"name": "cpu_values", "score": score, "max_score": 3.0, "status": "passed", "output": "",
+              "tags": ["values", "cpu"]},
+             {"name": "cpu_perf", "score": 0.0, "max_score": 1.0, "status": "failed", "output": "too slow",
+              "tags": ["perf", "cpu"]}]
+    return {"score": score, "tests": tests, "extra_data": {"unit": UNIT, "perf": {"cpu_perf": {"ratio": 0.5}}}}
+
+
+def _state(who: str) -> dict:
+    return {"status": "graded", "error": None, "students": [{"name": who, "email": f"{who}@example.edu", "sid": "1"}]}
+
+
+def _submission(out, who: str, state=None, results=None):
+    """results/<who>/ with grading.json and results.json; bytes are written as they are."""
+    folder = out / gradebook.RESULTS / who
+    folder.mkdir(parents=True)
+    for name, document in ((gradebook.STATE, state), ("results.json", results)):
+        if document is not None:
+            data = document if isinstance(document, bytes) else json.dumps(document).encode()
+            (folder / name).write_bytes(data)
+
+
+def _class_with(out, **damaged):
+    """The class, and "bob" with grading.json and results.json as given (None: not written)."""
+    for who, score in CLASS.items():
+        _submission(out, who, _state(who), _results(score))
+    _submission(out, "bob", damaged.get("state", _state("bob")), damaged.get("results"))
+
+
+def _reports(out) -> tuple[dict, str, str]:
+    gradebook.write_reports(str(out), UNIT)
+    with open(out / "gradebook.csv", newline="") as handle:
+        rows = {row["Submission"]: row for row in csv.DictReader(handle)}
+    return rows, (out / "failures.md").read_text(), (out / "leaderboard.md").read_text()
+
+
+def _assert_bob_not_graded(out, reason: str):
+    rows, failures, board = _reports(out)
+    assert {who: float(rows[who]["Total Score"]) for who in CLASS} == CLASS
+    assert rows["bob"]["Total Score"] == "0"
+    assert "# Failures: 2 submissions graded" in failures and "`cpu_perf` | 2 of 2" in failures
+    not_graded = failures.split("## Not graded")[1]
+    assert f"- `bob`: {reason}" in not_graded, not_graded
+    assert all(f"| {who} | {score:g} | 0.50x |" in board for who, score in CLASS.items()) and "bob" not in board
+
+
+def _without(document: dict, key: str) -> dict:
+    return {k: v for k, v in document.items() if k != key}
+
+
+def _test_edited(**change) -> dict:
+    """bob's results.json with its first test changed (a value None: the key removed)."""
+    results = _results(1.0)
+    test = {**results["tests"][0], **change}
+    results["tests"][0] = {k: v for k, v in test.items() if v is not None}
+    return results
+
+
+RESULTS_JSON = "results/bob/results.json"
+STATE_JSON = "results/bob/grading.json"
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b'{"score": 1.0, "tes', "not valid JSON (Unterminated string starting at: line 1 column 16)"),
+    (b"", "not valid JSON (Expecting value: line 1 column 1)"),
+], ids=["truncated", "empty"])
+def test_a_results_json_that_is_not_json(tmp_path, data, reason):
+    _class_with(tmp_path, results=data)
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: {reason}")
+
+
+def test_a_results_json_that_is_not_utf8(tmp_path):
+    _class_with(tmp_path, results=b'{"score": "\xff"}')
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: not UTF-8 text (invalid start byte at byte 11)")
+
+
+@pytest.mark.parametrize("document, shown", [(None, "null"), ([1], "a list")], ids=["null", "list"])
+def test_a_results_json_that_is_not_an_object(tmp_path, document, shown):
+    _class_with(tmp_path, results=json.dumps(document).encode())
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: holds {shown}, not an object")
+
+
+@pytest.mark.parametrize("key", ["score", "tests", "extra_data"])
+def test_a_results_json_without_a_key_the_reports_read(tmp_path, key):
+    _class_with(tmp_path, results=_without(_results(1.0), key))
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: has no {key}")
+
+
+@pytest.mark.parametrize("key", ["status", "tags", "output"])
+def test_a_test_entry_without_a_key_the_reports_read(tmp_path, key):
+    _class_with(tmp_path, results=_test_edited(**{key: None}))
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: tests[0] has no {key}")
+
+
+def test_a_test_entry_without_tags(tmp_path):
+    _class_with(tmp_path, results=_test_edited(tags=[]))
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: tests[0].tags is a list, not a list of one or more tags")
+
+
+def test_a_perf_entry_without_its_ratio(tmp_path):
+    results = _results(1.0)
+    results["extra_data"]["perf"]["cpu_perf"] = {"ours_ms": 1.0}
+    _class_with(tmp_path, results=results)
+    _assert_bob_not_graded(tmp_path, f'{RESULTS_JSON}: extra_data.perf["cpu_perf"] has no ratio that is a number')
+
+
+@pytest.mark.parametrize("score, shown", [("1", '"1"'), (None, "null"), (float("nan"), "NaN")],
+                         ids=["text", "null", "nan"])
+def test_a_score_that_is_not_a_number(tmp_path, score, shown):
+    _class_with(tmp_path, results={**_results(1.0), "score": score})
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: score is {shown}, not a number")
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"{not json", "not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2)"),
+    (b"\xff", "not UTF-8 text (invalid start byte at byte 0)"),
+    (b"null", "holds null, not an object"),
+    (b'{"status": "graded", "students": [1]}', "students is not a list of objects whose name, email and sid are text"),
+], ids=["not-json", "not-utf8", "null", "students"])
+def test_a_damaged_grading_json(tmp_path, data, reason):
+    _class_with(tmp_path, state=data, results=_results(1.0))
+    _assert_bob_not_graded(tmp_path, f"{STATE_JSON}: {reason}")
+
+
+def test_a_folder_whose_grading_never_finished_is_listed_not_dropped(tmp_path):
+    """A Slurm task killed mid-grading leaves results/<id>/ without grading.json."""
+    _class_with(tmp_path, state=None, results=None)
+    _assert_bob_not_graded(tmp_path, f"{STATE_JSON}: missing: its grading never finished (a killed task?)")
+
+
+def test_a_graded_state_without_its_results_json(tmp_path):
+    _class_with(tmp_path, results=None)
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: missing")
+
+
+def test_merge_over_a_damaged_record_writes_the_reports_and_exits_1(tmp_path, capsys):
+    _class_with(tmp_path, results=b"")
+    assert main(["merge", str(tmp_path), "--unit", UNIT]) == 1
+    assert "merged 3 gradings" in capsys.readouterr().err
+    _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: not valid JSON (Expecting value: line 1 column 1)")
