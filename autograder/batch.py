@@ -205,12 +205,9 @@ class Grading:
         self.digest = content_hash(self.submission.path)
         if self.options.regrade or not os.path.exists(self.state_path):
             return False
-        try:
-            last = _read_json(self.state_path)
-        except (OSError, ValueError):
-            return False  # a state it cannot read: grade it again
-        return (isinstance(last, dict) and last.get("status") == "graded"
-                and (last.get("hash"), last.get("grader_version")) == (self.digest, self.version))
+        last = gradebook.record(self.options.out, self.submission.id)  # a damaged record: grade it again
+        return (last.results is not None
+                and (last.state.get("hash"), last.state.get("grader_version")) == (self.digest, self.version))
 
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)

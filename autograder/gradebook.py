@@ -41,10 +41,11 @@ def read(out: str) -> list[Record]:
     with why: it is listed in failures.md, and the rest of the class is still reported."""
     folder = os.path.join(out, RESULTS)
     entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    return [_record(out, entry) for entry in entries if os.path.isdir(os.path.join(folder, entry))]
+    return [record(out, entry) for entry in entries if os.path.isdir(os.path.join(folder, entry))]
 
 
-def _record(out: str, entry: str) -> Record:
+def record(out: str, entry: str) -> Record:
+    """OUT/results/<entry>/'s record; its results are None where it is not graded or damaged."""
     where = os.path.join(RESULTS, entry)  # relative to OUT, as failures.md names the files
     state, problem = _load(out, os.path.join(where, STATE), _state_problem,
                            missing="missing: its grading never finished (a killed task?)")

@@ -289,6 +289,28 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
     assert state["status"] == "failed" and "FileNotFoundError" in state["error"]
 
 
+def test_a_graded_submission_whose_results_are_damaged_is_graded_again(tmp_path, monkeypatch):
+    """Same hand-in, same grader version, but its results.json is cut short: resuming grades it
+    again instead of keeping a record the reports cannot read."""
+    graded = []
+
+    def fake_run(command, env, log, timeout):
+        out = command[command.index("--out") + 1]
+        graded.append(os.path.basename(out))
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump({"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}}, handle)
+
+    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    (tmp_path / "carol.ipynb").write_text("{}")
+    submissions = [collect.Submission("carol", str(tmp_path / "carol.ipynb"), ())]
+    options = batch.Options(UNIT, str(tmp_path / "out"))
+    assert batch.grade_all(submissions, options, [], jobs=1, cpus=2).graded == 1
+    assert batch.grade_all(submissions, options, [], jobs=1, cpus=2).graded == 0  # unchanged: skipped
+    (tmp_path / "out" / "results" / "carol" / "results.json").write_text('{"score": 1.0, "te')
+    assert batch.grade_all(submissions, options, [], jobs=1, cpus=2).graded == 1
+    assert graded == ["carol", "carol"]
+
+
 def test_a_named_pipe_among_the_hand_ins_fails_its_grading_without_waiting(tmp_path, monkeypatch):
     """A hand-in that is a named pipe, or a folder holding one, is not opened and waited on: the
     pipe alone fails, the folder is graded, and the batch ends."""
