@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 from autograder.submission import unit_file
@@ -44,14 +45,34 @@ def entry_point(path: str, unit: Unit) -> str:
         for name in sorted(names):
             if unit_file(os.path.relpath(os.path.join(root, name), path), unit):
                 return path
-            if name.endswith(_SUBMISSION_SUFFIXES):
+            if _is_upload(name):
                 uploads.append(os.path.join(root, name))
-    uploads.sort(key=lambda upload: (not upload.endswith(".zip"), upload))
+    uploads.sort(key=lambda upload: (not upload.lower().endswith(".zip"), upload))
     return uploads[0] if uploads else path
+
+
+def _is_upload(name: str) -> bool:
+    return name.lower().endswith(_SUBMISSION_SUFFIXES)  # Windows and phones hand in Bob.ZIP
 
 
 def _safe_id(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.@-]+", "_", text).strip("._") or "submission"
+
+
+def _unique_id(text: str, ids: set[str]) -> str:
+    """A safe id for `text` that no submission in `ids` has yet, added to them: alice.zip and
+    alice.ipynb both handed in, or two names with no ASCII letter, get alice and alice_2."""
+    stem = _safe_id(text)
+    submission_id, n = stem, 1
+    while submission_id in ids:
+        n += 1
+        submission_id = f"{stem}_{n}"
+    ids.add(submission_id)
+    return submission_id
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
 
 
 def _symbol_free(value):
@@ -63,22 +84,61 @@ def _symbol_free(value):
     return value
 
 
-def _from_export(folder: str, unit: Unit) -> list[Submission]:
+def _read_metadata(folder: str):
     import yaml  # only a Gradescope export needs it
 
-    with open(os.path.join(folder, METADATA), encoding="utf-8") as handle:
-        metadata = _symbol_free(yaml.safe_load(handle) or {})
+    try:
+        with open(os.path.join(folder, METADATA), encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"{METADATA} in {folder}: expected a readable UTF-8 YAML file "
+                         f"({type(error).__name__}: {error})") from None
+
+
+def _submission_folder(folder: str, key: str) -> str:
+    """The folder that the metadata's `key` names: only a folder directly in the export, so a
+    key such as `..` or `/tmp` cannot have the class grade some other folder."""
+    if key in ("", ".", "..") or os.path.basename(key) != key or "\0" in key:
+        raise ValueError(f"{METADATA}: entry {key!r}: expected the name of a submission folder in {folder}")
+    path = os.path.join(folder, key)
+    if not os.path.isdir(path):
+        raise ValueError(f"{METADATA} names {key!r}, which is not a folder in {folder}")
+    return path
+
+
+def _submitters(key: str, entry) -> list[dict]:
+    """The entry's submitters, each a mapping; an entry with nothing under it has none."""
+    if entry is None:
+        return []
+    submitters = (entry.get("submitters") or []) if isinstance(entry, dict) else None
+    if not (isinstance(submitters, list) and all(isinstance(s, dict) for s in submitters)):
+        raise ValueError(f"{METADATA}: entry {key!r}: expected a mapping with a list of submitters, "
+                         f"each a mapping of name, email and sid")
+    return submitters
+
+
+def _students(key: str, entry) -> tuple[Student, ...]:
+    students = tuple(Student(str(s.get("name") or ""), str(s.get("email") or ""), str(s.get("sid") or ""))
+                     for s in _submitters(key, entry))
+    for student in students:
+        if not student.email:  # Gradescope's upload matches rows by email
+            _warn(f"{METADATA}: entry {key!r}: {student.name or student.sid or 'a submitter'} has no email; "
+                  f"their gradebook row will not match on a Gradescope upload")
+    return students
+
+
+def _from_export(folder: str, unit: Unit) -> list[Submission]:
+    metadata = _symbol_free(_read_metadata(folder) or {})
     if not isinstance(metadata, dict):
         raise ValueError(f"{METADATA}: expected a mapping of submission folders to their metadata")
-    found = []
+    metadata = {str(key): entry for key, entry in metadata.items()}  # YAML reads a key 123 as a number
+    found, ids = [], set()
     for key, entry in sorted(metadata.items()):
-        path = os.path.join(folder, str(key))
-        if not os.path.isdir(path):
-            raise ValueError(f"{METADATA} names {key!r}, which is not a folder in {folder}")
-        submitters = (entry or {}).get("submitters") or []
-        students = tuple(Student(str(s.get("name") or ""), str(s.get("email") or ""), str(s.get("sid") or ""))
-                         for s in submitters)
-        found.append(Submission(_safe_id(str(key)), entry_point(path, unit), students))
+        path = _submission_folder(folder, key)
+        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry)))
+    for name in sorted(set(os.listdir(folder)) - set(metadata) - {METADATA}):
+        if not name.startswith("."):
+            _warn(f"{os.path.join(folder, name)}: skipped: {METADATA} does not name it")
     return found
 
 
@@ -91,13 +151,11 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
     found, ids = [], set()
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
-        if name.startswith(".") or not (os.path.isdir(path) or name.endswith(_SUBMISSION_SUFFIXES)):
+        if name.startswith("."):  # .DS_Store and the like: no one's hand-in
             continue
-        stem = _safe_id(name[:-len(os.path.splitext(name)[1])] if not os.path.isdir(path) else name)
-        submission_id, n = stem, 1
-        while submission_id in ids:  # alice.zip and alice.ipynb both handed in
-            n += 1
-            submission_id = f"{stem}_{n}"
-        ids.add(submission_id)
-        found.append(Submission(submission_id, entry_point(path, unit), (Student(name=stem),)))
+        if not (os.path.isdir(path) or _is_upload(name)):
+            _warn(f"{path}: skipped: expected a zip, a notebook or a folder of sources")
+            continue
+        student = name if os.path.isdir(path) else os.path.splitext(name)[0]
+        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),)))
     return found

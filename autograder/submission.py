@@ -74,7 +74,7 @@ def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
                 name = unit_file(info.filename, unit)
                 if name and info.file_size <= MAX_SOURCE_BYTES:
                     files[name] = archive.read(info).decode("utf-8", errors="replace")
-                elif info.filename.endswith(".ipynb") and info.file_size <= budget:
+                elif info.filename.lower().endswith(".ipynb") and info.file_size <= budget:
                     budget -= info.file_size
                     _, answers = _cells_to_files(archive.read(info), unit)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
@@ -130,7 +130,7 @@ def read_submission(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, st
         raise SubmissionError(f"{os.path.basename(path)}: not a regular file")
     if zipfile.is_zipfile(path):
         return _read_zip(path, unit)
-    if path.endswith(".ipynb"):
+    if path.lower().endswith(".ipynb"):
         if os.path.getsize(path) > MAX_NOTEBOOK_BYTES:
             raise SubmissionError(f"the notebook is over {MAX_NOTEBOOK_BYTES >> 20} MB")
         with open(path, "rb") as handle:

@@ -1,0 +1,121 @@
+"""What collect makes of a class's hand-ins when they are not as expected: a broken or odd
+submission_metadata.yml is a clear error naming the file, keys that collide or point outside
+the export, upper-case suffixes, entries that are not hand-ins, names with no ASCII letters,
+and submitters without an email."""
+import pytest
+
+from autograder import collect
+from course.authoring import units
+
+UNIT = units.load("day01_relu_bias")
+ADA = "  :submitters:\n  - :name: Ada Lovelace\n    :email: ada@example.edu\n    :sid: '1001'\n"
+
+
+def _export(root, metadata, folders=("submission_1",)):
+    """An export whose metadata is `metadata` (text or bytes), with a notebook in each folder."""
+    for name in folders:
+        (root / name).mkdir(parents=True)
+        (root / name / "handin.ipynb").write_text("{}")
+    if isinstance(metadata, bytes):
+        (root / collect.METADATA).write_bytes(metadata)
+    else:
+        (root / collect.METADATA).write_text(metadata, encoding="utf-8")
+    return str(root)
+
+
+@pytest.mark.parametrize("metadata", [
+    "submission_1: [1, 2\n",                      # ParserError
+    "submission_1: a: b\n",                       # ScannerError
+    "submission_1: *nowhere\n",                   # ComposerError
+    "submission_1: !!python/object:os.system {}\n",  # ConstructorError (an unknown tag)
+    b"submission_1:\n  :name: \xff\xfe\n",         # not UTF-8
+], ids=["parser", "scanner", "composer", "constructor", "utf8"])
+def test_unreadable_metadata_is_an_error_naming_the_file(tmp_path, metadata):
+    with pytest.raises(ValueError, match=collect.METADATA):
+        collect.collect(_export(tmp_path, metadata), UNIT)
+
+
+def test_metadata_that_is_a_folder_is_an_error_naming_it(tmp_path):
+    (tmp_path / collect.METADATA).mkdir()
+    with pytest.raises(ValueError, match=collect.METADATA):
+        collect.collect(str(tmp_path), UNIT)
+
+
+@pytest.mark.parametrize("entry", [
+    " hello\n",
+    "\n  :submitters: hello\n",
+    "\n  :submitters:\n  - ada\n",
+    "\n  :submitters:\n  - ~\n",
+    " [{':name': Ada}]\n",
+], ids=["entry-text", "submitters-text", "submitter-text", "submitter-null", "entry-list"])
+def test_a_misshapen_entry_is_an_error_naming_it(tmp_path, entry):
+    with pytest.raises(ValueError, match=f"{collect.METADATA}: entry 'submission_1': expected a mapping"):
+        collect.collect(_export(tmp_path, "submission_1:" + entry), UNIT)
+
+
+def test_keys_with_the_same_safe_id_get_distinct_ids(tmp_path):
+    keys = ["submission 1", "submission_1", "日本", "中文"]
+    metadata = "".join(f"{key}:\n{ADA}" for key in keys)
+    found = collect.collect(_export(tmp_path, metadata, keys), UNIT)
+    ids = [s.id for s in found]
+    assert len(set(ids)) == len(keys) and all(i.isascii() for i in ids)
+    assert sorted(s.path for s in found) == sorted(str(tmp_path / key / "handin.ipynb") for key in keys)
+
+
+def test_a_key_yaml_reads_as_a_number_names_its_folder(tmp_path):
+    found = collect.collect(_export(tmp_path, f"123:\n{ADA}submission_1:\n{ADA}", ("123", "submission_1")), UNIT)
+    assert [s.id for s in found] == ["123", "submission_1"]
+
+
+@pytest.mark.parametrize("key", ["..", ".", "/tmp", "submission_1/..", "''"])
+def test_keys_that_name_no_folder_of_the_export_are_refused(tmp_path, key):
+    with pytest.raises(ValueError, match=f"{collect.METADATA}: entry "):
+        collect.collect(_export(tmp_path, f"{key}:\n{ADA}"), UNIT)
+
+
+def test_an_upload_in_a_submission_folder_is_found_whatever_its_suffix_case(tmp_path):
+    export = _export(tmp_path, f"submission_1:\n{ADA}", ())
+    (tmp_path / "submission_1").mkdir()
+    (tmp_path / "submission_1" / "HANDIN.ZIP").write_bytes(b"")
+    assert [s.path for s in collect.collect(export, UNIT)] == [str(tmp_path / "submission_1" / "HANDIN.ZIP")]
+
+
+def test_a_submitter_without_an_email_is_warned_about(tmp_path, capsys):
+    metadata = "submission_1:\n  :submitters:\n  - :name: Grace Hopper\n    :sid: '1003'\n"
+    found = collect.collect(_export(tmp_path, metadata), UNIT)
+    assert found[0].students == (collect.Student("Grace Hopper", "", "1003"),)
+    assert "Grace Hopper" in capsys.readouterr().err
+
+
+def test_a_folder_in_the_export_that_the_metadata_does_not_name_is_warned_about(tmp_path, capsys):
+    found = collect.collect(_export(tmp_path, f"submission_1:\n{ADA}", ("submission_1", "submission_2")), UNIT)
+    assert [s.id for s in found] == ["submission_1"]
+    assert "submission_2" in capsys.readouterr().err
+
+
+def test_suffixes_are_read_in_any_case_and_other_entries_are_reported(tmp_path, capsys):
+    for name in ("Bob.ZIP", "x.IPYNB", "notes.txt", ".DS_Store"):
+        (tmp_path / name).write_text("")
+    found = collect.collect(str(tmp_path), UNIT)
+    assert [(s.id, s.path) for s in found] == [("Bob", str(tmp_path / "Bob.ZIP")), ("x", str(tmp_path / "x.IPYNB"))]
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and ".DS_Store" not in err  # hidden files are no one's hand-in
+
+
+def test_a_name_with_no_ascii_letters_is_kept_for_display(tmp_path):
+    for name in ("日本.zip", "中文.zip", "Ada Lovelace.zip"):
+        (tmp_path / name).write_bytes(b"")
+    found = collect.collect(str(tmp_path), UNIT)
+    assert sorted(s.students[0].name for s in found) == ["Ada Lovelace", "中文", "日本"]
+    assert len({s.id for s in found}) == 3 and all(s.id.isascii() and "/" not in s.id for s in found)
+
+
+def test_a_notebook_named_in_upper_case_is_read_as_one(tmp_path):
+    """Collected whatever its suffix's case, and read as a notebook at grading, not refused."""
+    import shutil
+
+    from autograder.submission import read_submission
+
+    shutil.copy(f"{units.REPO}/notebooks/instructor/{UNIT.name}.ipynb", tmp_path / "BOB.IPYNB")
+    files, _ = read_submission(str(tmp_path / "BOB.IPYNB"), UNIT)
+    assert files == {name: UNIT.solution(name) for name in UNIT.files}
