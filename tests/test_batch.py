@@ -262,9 +262,8 @@ def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(mon
     assert "disk full" in batch.prepare_reference(unit, ["0"])
 
 
-def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, monkeypatch, capsys):
-    """alice's hand-in is gone by the time its grading starts, and bob's last state cannot be
-    read: alice's grading fails, bob is graded again, and the batch goes on."""
+def _fake_gradings(monkeypatch) -> list[str]:
+    """Gradings that pass without running anything; the list of the ids graded, in order."""
     graded = []
 
     def fake_run(command, env, log, timeout):
@@ -274,6 +273,13 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
             json.dump({"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}}, handle)
 
     monkeypatch.setattr(batch, "_run_grading", fake_run)
+    return graded
+
+
+def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, monkeypatch, capsys):
+    """alice's hand-in is gone by the time its grading starts, and bob's last state cannot be
+    read: alice's grading fails, bob is graded again, and the batch goes on."""
+    graded = _fake_gradings(monkeypatch)
     options = batch.Options(UNIT, str(tmp_path / "out"))
     state = tmp_path / "out" / "results" / "bob"
     state.mkdir(parents=True)
@@ -292,15 +298,7 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
 def test_a_graded_submission_whose_results_are_damaged_is_graded_again(tmp_path, monkeypatch):
     """Same hand-in, same grader version, but its results.json is cut short: resuming grades it
     again instead of keeping a record the reports cannot read."""
-    graded = []
-
-    def fake_run(command, env, log, timeout):
-        out = command[command.index("--out") + 1]
-        graded.append(os.path.basename(out))
-        with open(os.path.join(out, "results.json"), "w") as handle:
-            json.dump({"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}}, handle)
-
-    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    graded = _fake_gradings(monkeypatch)
     (tmp_path / "carol.ipynb").write_text("{}")
     submissions = [collect.Submission("carol", str(tmp_path / "carol.ipynb"), ())]
     options = batch.Options(UNIT, str(tmp_path / "out"))
@@ -314,9 +312,7 @@ def test_a_graded_submission_whose_results_are_damaged_is_graded_again(tmp_path,
 def test_a_named_pipe_among_the_hand_ins_fails_its_grading_without_waiting(tmp_path, monkeypatch):
     """A hand-in that is a named pipe, or a folder holding one, is not opened and waited on: the
     pipe alone fails, the folder is graded, and the batch ends."""
-    monkeypatch.setattr(batch, "_run_grading", lambda command, env, log, timeout: json.dump(
-        {"score": 1.0, "tests": [], "extra_data": {"unit": UNIT.name}},
-        open(os.path.join(command[command.index("--out") + 1], "results.json"), "w")))
+    _fake_gradings(monkeypatch)
     os.mkfifo(tmp_path / "pipe.zip")
     (tmp_path / "folder").mkdir()
     os.mkfifo(tmp_path / "folder" / "relu_bias.cu")
