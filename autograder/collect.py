@@ -7,6 +7,7 @@ name, email and SID come from the metadata; elsewhere the entry's name is all th
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import sys
@@ -56,7 +57,11 @@ def _is_upload(name: str) -> bool:
 
 
 def _safe_id(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.@-]+", "_", text).strip("._") or "submission"
+    """`text` in the characters a folder name may safely have. A name with none of them (日本)
+    gets one from its own digest, so that its results folder stays the same from run to run
+    whoever else hands in."""
+    safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", text).strip("._")
+    return safe or "submission_" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def _unique_id(text: str, ids: set[str]) -> str:

@@ -119,3 +119,13 @@ def test_a_notebook_named_in_upper_case_is_read_as_one(tmp_path):
     shutil.copy(f"{units.REPO}/notebooks/instructor/{UNIT.name}.ipynb", tmp_path / "BOB.IPYNB")
     files, _ = read_submission(str(tmp_path / "BOB.IPYNB"), UNIT)
     assert files == {name: UNIT.solution(name) for name in UNIT.files}
+
+
+def test_a_name_with_no_ascii_letters_keeps_its_id_whoever_else_hands_in(tmp_path):
+    """Its results folder must not move when another such student joins the class."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "日本.zip").write_bytes(b"PK")
+    before = {s.students[0].name: s.id for s in collect.collect(str(tmp_path / "a"), UNIT)}
+    (tmp_path / "a" / "中文.zip").write_bytes(b"PK")
+    after = {s.students[0].name: s.id for s in collect.collect(str(tmp_path / "a"), UNIT)}
+    assert after["日本"] == before["日本"] and after["中文"] != after["日本"]
