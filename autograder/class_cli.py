@@ -25,7 +25,7 @@ def _release(args) -> int:
     from autograder import release
 
     try:
-        archive = release.write(release.selected_units(args.unit), args.out, args.repository, args.branch)
+        archive = release.write(release.selected_units(args.unit, args.all), args.out, args.repository, args.branch)
     except ValueError as error:
         args.parser.error(str(error))
     print(f"wrote {args.out}/ and {archive}")
@@ -127,7 +127,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     release = commands.add_parser("release", help="write the student bundle (folder and zip)")
     release.add_argument("out", help="folder to write (replaced); OUT.zip is written beside it")
-    release.add_argument("--unit", action="append", help="unit to release (repeatable); default: all")
+    release.add_argument("--unit", action="append", help="unit to release (repeatable)")
+    release.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
+                         "solved files each hands the next: do it once every unit is past its deadline)")
     release.add_argument("--repository", default=DEFAULT_REPOSITORY,
                          help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
     release.add_argument("--branch", default="main", help="branch the Colab badges open")

@@ -27,6 +27,7 @@ from course.authoring.units import Unit
 DEFAULT_REPOSITORY = "cuda-extensions-course/cuda-extensions-course"
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same release zips to the same bytes
+MARKER = ".course-release"  # in every bundle folder: only a folder holding it is replaced
 
 
 def colab_url(repository: str, branch: str, unit: Unit) -> str:
@@ -84,8 +85,9 @@ def write(selected: list[Unit], out: str, repository: str = DEFAULT_REPOSITORY, 
         raise ValueError(f"repository {repository!r}: expected OWNER/NAME, as in github.com/OWNER/NAME")
     if not selected:
         raise ValueError("units: expected at least one unit to release")
-    files = bundle_files(selected, repository, branch)
-    out = os.path.abspath(out.rstrip("/"))
+    files = {**bundle_files(selected, repository, branch), MARKER: ""}
+    out = os.path.abspath(out)
+    _check_replaceable(out)
     shutil.rmtree(out, ignore_errors=True)
     for path, text in files.items():
         full = os.path.join(out, path)
@@ -94,15 +96,35 @@ def write(selected: list[Unit], out: str, repository: str = DEFAULT_REPOSITORY, 
             handle.write(text)
     archive = out + ".zip"
     top = os.path.basename(out)
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
+    with zipfile.ZipFile(archive + ".tmp", "w", zipfile.ZIP_DEFLATED) as bundle:
         for path in sorted(files):
             bundle.writestr(zipfile.ZipInfo(f"{top}/{path}", _ZIP_TIME), files[path])
+    os.replace(archive + ".tmp", archive)  # a zip cut short is never taken for the bundle
     return archive
 
 
-def selected_units(names: list[str] | None) -> list[Unit]:
+def _check_replaceable(out: str) -> None:
+    """`out` is replaced whole: it must be new, empty, or an earlier bundle (it holds MARKER),
+    never a folder of other work (the repository, the current folder, a parent of either)."""
+    here = {os.path.realpath(p) for p in (os.getcwd(), units.REPO)}
+    if any(p == os.path.realpath(out) or p.startswith(os.path.realpath(out).rstrip("/") + "/") for p in here):
+        raise ValueError(f"OUT {out!r}: expected a folder of its own for the bundle, not the current folder, "
+                         f"the course's repository or a folder above them")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"OUT {out!r}: expected a folder, and this is a file")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.exists(os.path.join(out, MARKER)):
+        raise ValueError(f"OUT {out!r}: expected a new or empty folder, or an earlier bundle; this one holds "
+                         f"other files (no {MARKER} in it), which replacing it would delete")
+
+
+def selected_units(names: list[str] | None, everything: bool = False) -> list[Unit]:
+    """The units named, or with `everything` all of them. Never all by default: a later unit's
+    templates hold the files earlier units hand over solved ([given])."""
     known = {unit.name: unit for unit in units.all_units()}
     unknown = [name for name in names or () if name not in known]
     if unknown:
         raise ValueError(f"--unit {', '.join(unknown)}: expected one of {', '.join(known)}")
+    if bool(names) == everything:
+        raise ValueError("--unit: name the units to release (repeatable), or pass --all for every unit; a "
+                         "later unit's starter code holds solved files of the units before it")
     return [known[name] for name in names] if names else list(known.values())

@@ -19,7 +19,7 @@ MIN_LINE = 12  # shorter lines ("}", "return y;") are common to solutions and te
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "students"
-    assert main(["release", str(out), "--repository", REPOSITORY]) == 0
+    assert main(["release", str(out), "--all", "--repository", REPOSITORY]) == 0
     with zipfile.ZipFile(f"{out}.zip") as archive:
         zipped = {name.split("/", 1)[1]: archive.read(name).decode() for name in archive.namelist()}
     texts = {}
@@ -65,7 +65,8 @@ def test_bundle_has_every_units_student_material(bundle):
         assert f"public_tests/{unit.name}/public_tests.py" in bundle
         assert release.colab_url(REPOSITORY, "main", unit) in bundle["README.md"]
     assert "cuda-extensions-course/cuda-extensions-course" not in bundle["README.md"]
-    assert {path.split("/")[0] for path in bundle} == {"README.md", "notebooks", "src_templates", "public_tests"}
+    assert {path.split("/")[0] for path in bundle} == {"README.md", "notebooks", "src_templates", "public_tests",
+                                                       release.MARKER}
 
 
 def test_no_solution_region_or_reference_source(bundle):
@@ -106,6 +107,36 @@ def test_no_mutant(bundle, tmp_path):
                 added = _lines((folder / file).read_text()) - _lines(unit.solution(file)) - _starter_lines(unit)
                 leaked = {line for line in added if len(line) >= MIN_LINE} & part
                 assert not leaked, f"{unit.name}: mutant {mutant.name}'s code is in the bundle: {sorted(leaked)[:2]}"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--unit", "day01_relu_bias", "--all"], "--all"),
+    ([], "name the units to release"),
+])
+def test_units_are_named_or_all_asked_for(tmp_path, capsys, argv, said):
+    """Never every unit by default: day03's starter code holds day02's solved files."""
+    with pytest.raises(SystemExit):
+        main(["release", str(tmp_path / "out"), *argv])
+    assert said in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_only_a_new_or_empty_folder_or_an_earlier_bundle_is_replaced(tmp_path, capsys, monkeypatch):
+    """OUT is replaced whole: a folder of other work, the current folder or the repository is
+    refused, and nothing in it is touched."""
+    work = tmp_path / "work"
+    (work / "notes").mkdir(parents=True)
+    (work / "notes" / "keep.txt").write_text("mine")
+    monkeypatch.chdir(work)
+    for out in (str(work), ".", "./", str(tmp_path), units.REPO):
+        with pytest.raises(SystemExit):
+            main(["release", out, "--unit", "day01_relu_bias"])
+        assert "OUT" in capsys.readouterr().err
+    assert (work / "notes" / "keep.txt").read_text() == "mine"
+    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # new
+    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # an earlier bundle: replaced
+    (work / "students" / release.MARKER).unlink()
+    with pytest.raises(SystemExit):
+        main(["release", "students", "--unit", "day01_relu_bias"])
 
 
 def test_a_bad_repository_is_refused_by_name(tmp_path, capsys):
