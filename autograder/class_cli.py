@@ -91,14 +91,15 @@ def _merge(args) -> int:
 def _slurm(args) -> int:
     import subprocess
 
-    from autograder import collect, slurm
+    from autograder import collect, gradebook, slurm
     from course.authoring import units
 
     check_out_folder(args.parser, "--out", args.out)
     try:
-        count = len(collect.collect(args.submissions, units.load(args.unit)))
+        submissions = collect.collect(args.submissions, units.load(args.unit))
     except ValueError as error:
         args.parser.error(str(error))
+    count = len(submissions)
     for name in ("gpus_per_task", "cpus_per_task", "per_shard", "jobs"):
         least = 0 if name == "gpus_per_task" else 1
         if getattr(args, name) is not None and getattr(args, name) < least:
@@ -112,6 +113,7 @@ def _slurm(args) -> int:
                     args.gpus_per_task, args.cpus_per_task, args.mem, args.time, args.jobs, args.sandbox,
                     args.sbatch_option)
     submit = slurm.write(job)
+    gradebook.write_expected(os.path.abspath(args.out), submissions)  # the merge names any a shard never reached
     print(f"wrote {os.path.dirname(submit)}/grade.sbatch ({shards} tasks), merge.sbatch and submit.sh")
     return subprocess.run(["bash", submit]).returncode if args.submit else 0
 

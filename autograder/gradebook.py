@@ -20,6 +20,9 @@ from course.authoring.questions import WRITTEN
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
 STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended
+# OUT/expected.json: {id: its students} of every submission a sharded batch (Slurm) was asked to
+# grade; one whose shard never reached it has no folder, and is reported as not graded.
+EXPECTED = "expected.json"
 # Gradescope's score upload matches rows by Email (or SID); Total Score is the score.
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
 
@@ -40,17 +43,39 @@ def read(out: str) -> list[Record]:
     """Every submission's record. One whose files are missing or damaged is read as not graded,
     with why: it is listed in failures.md, and the rest of the class is still reported."""
     folder = os.path.join(out, RESULTS)
-    entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    return [record(out, entry) for entry in entries if os.path.isdir(os.path.join(folder, entry))]
+    found = {entry for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
+             if os.path.isdir(os.path.join(folder, entry))}
+    expected = _expected(out)
+    return [record(out, entry, expected.get(entry)) for entry in sorted(found | set(expected))]
 
 
-def record(out: str, entry: str) -> Record:
-    """OUT/results/<entry>/'s record; its results are None where it is not graded or damaged."""
+def write_expected(out: str, submissions) -> None:
+    """OUT/expected.json for `submissions` (autograder.collect.Submission)."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, EXPECTED), "w", encoding="utf-8") as handle:
+        json.dump({s.id: [vars(student) for student in s.students] for s in submissions}, handle, indent=2)
+
+
+def _expected(out: str) -> dict[str, list]:
+    expected, problem = _load(out, EXPECTED, _expected_problem)
+    return expected if not problem else {}  # no such file: only the folders there are reported
+
+
+def _expected_problem(expected) -> str:
+    if not (isinstance(expected, dict) and all(isinstance(v, list) and all(map(_student, v))
+                                               for v in expected.values())):
+        return "expected an object of submission ids to lists of students"
+    return ""
+
+
+def record(out: str, entry: str, students: list | None = None) -> Record:
+    """OUT/results/<entry>/'s record; its results are None where it is not graded or damaged.
+    `students`: who handed it in, where its own record cannot say (OUT/expected.json)."""
     where = os.path.join(RESULTS, entry)  # relative to OUT, as failures.md names the files
     state, problem = _load(out, os.path.join(where, STATE), _state_problem,
                            missing="missing: its grading never finished (a killed task?)")
     if problem:
-        return Record(entry, [{"name": entry}], None, {"status": "failed", "error": problem})
+        return Record(entry, students or [{"name": entry}], None, {"status": "failed", "error": problem})
     students = state.get("students") or [{"name": entry}]
     if state["status"] != "graded":
         return Record(entry, students, None, state)

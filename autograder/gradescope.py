@@ -31,21 +31,32 @@ from course.authoring.units import REPO, Unit
 NOTE = ("Immediate feedback from a machine without a GPU: the build, the CPU-path cases and the "
         "public cases. The CUDA cases run later on the course's GPUs; that grade replaces this score.")
 _PACKAGES = ("course", "autograder")
-_SKIP = ("__pycache__", "hostile")  # bytecode, and the attacks on the grader (tests only)
+# Bytecode, the attacks on the grader (tests only), and what grading never reads: the answer
+# key, the mutants and the lab's planted bugs stay off the machine students' code runs on.
+_SKIP = ("__pycache__", "hostile", "answers.md", "mutants.toml", "planted_bugs.toml")
 
 _SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when the autograder image is built.
 # torch {torch} for CUDA {cuda}: the toolkit compiles the .cu files (no GPU runs them here).
 set -euxo pipefail
 export DEBIAN_FRONTEND=noninteractive
+. /etc/os-release  # Gradescope's Ubuntu 22.04 or 24.04 image
 apt-get update
 apt-get install -y --no-install-recommends python3 python3-pip python3-venv build-essential ninja-build \\
   bubblewrap ccache wget ca-certificates
-wget -q https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb
+PYTHON=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  # The grader needs Python 3.11 or later (tomllib); Ubuntu 22.04 has 3.10.
+  apt-get install -y --no-install-recommends software-properties-common
+  add-apt-repository -y ppa:deadsnakes/ppa && apt-get update
+  apt-get install -y --no-install-recommends python3.11 python3.11-venv
+  PYTHON=python3.11
+fi
+wget -q "https://developer.download.nvidia.com/compute/cuda/repos/${{ID}}${{VERSION_ID//./}}/x86_64/cuda-keyring_1.1-1_all.deb"
 dpkg -i cuda-keyring_1.1-1_all.deb && apt-get update
 apt-get install -y --no-install-recommends cuda-nvcc-{cuda_dash} cuda-cudart-dev-{cuda_dash} \\
   cuda-libraries-dev-{cuda_dash}
-python3 -m venv /opt/grader
+"$PYTHON" -m venv /opt/grader
 /opt/grader/bin/pip install "torch=={torch}" --index-url https://download.pytorch.org/whl/cu{cuda_tag}
 /opt/grader/bin/pip install ninja numpy "nbformat>=5.9" pyyaml
 """
@@ -74,7 +85,7 @@ def write_zip(unit: Unit, out: str) -> str:
     files = {"setup.sh": _SETUP.format(torch=version, cuda=cuda, cuda_dash=cuda.replace(".", "-"),
                                        cuda_tag=cuda.replace(".", "")),
              "run_autograder": _RUN.format(unit=unit.name)}
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(out + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable once unpacked
@@ -83,9 +94,10 @@ def write_zip(unit: Unit, out: str) -> str:
             for root, folders, names in os.walk(os.path.join(unit.repo, folder)):
                 folders[:] = sorted(f for f in folders if f not in _SKIP)
                 for name in sorted(names):
-                    if not name.endswith(".pyc"):
+                    if not name.endswith(".pyc") and name not in _SKIP:
                         full = os.path.join(root, name)
                         archive.write(full, os.path.join("source", os.path.relpath(full, unit.repo)))
+    os.replace(out + ".tmp", out)  # a zip cut short is never uploaded
     return out
 
 

@@ -35,8 +35,9 @@ class Job:
 
 
 def _header(job: Job, name: str, log: str, extra: list[str]) -> list[str]:
-    lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={log}",
-             f"#SBATCH --time={job.time}"]
+    # sbatch splits a directive at spaces and takes # as a comment: a path is quoted.
+    lines = ["#!/usr/bin/env bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={shlex.quote(log)}",
+             f"#SBATCH --time={shlex.quote(job.time)}"]
     lines += [f"#SBATCH {option}" for option in extra + job.sbatch_options]
     return lines + ["set -euo pipefail", f"cd {shlex.quote(REPO)}"]
 
@@ -46,7 +47,7 @@ def scripts(job: Job) -> dict[str, str]:
     logs = os.path.join(job.out, "slurm")
     resources = [f"--array=0-{job.shards - 1}", f"--cpus-per-task={job.cpus_per_task}"]
     resources += [f"--gpus-per-task={job.gpus_per_task}"] if job.gpus_per_task else []
-    resources += [f"--mem={job.memory}"] if job.memory else []
+    resources += [f"--mem={shlex.quote(job.memory)}"] if job.memory else []
     command = [job.python, "-m", "autograder", "grade-all", job.submissions, "--unit", job.unit, "--out", job.out,
                "--gpus", "all" if job.gpus_per_task else "none", "--sandbox", job.sandbox, "--no-reports"]
     command += ["--jobs", str(job.jobs)] if job.jobs else []
@@ -71,7 +72,8 @@ def write(job: Job) -> str:
     os.makedirs(folder, exist_ok=True)
     for name, text in scripts(job).items():
         path = os.path.join(folder, name)
-        with open(path, "w", encoding="utf-8") as handle:
+        with open(path + ".tmp", "w", encoding="utf-8") as handle:
             handle.write(text)
-        os.chmod(path, 0o755)
+        os.chmod(path + ".tmp", 0o755)
+        os.replace(path + ".tmp", path)  # a script cut short is never submitted
     return os.path.join(folder, "submit.sh")

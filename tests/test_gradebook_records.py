@@ -155,3 +155,19 @@ def test_merge_over_a_damaged_record_writes_the_reports_and_exits_1(tmp_path, ca
     assert main(["merge", str(tmp_path), "--unit", UNIT]) == 1
     assert "merged 3 gradings" in capsys.readouterr().err
     _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: not valid JSON (Expecting value: line 1 column 1)")
+
+
+def test_a_submission_no_shard_reached_is_listed_by_who_handed_it_in(tmp_path):
+    """A Slurm task killed before it reached carol leaves no folder of hers: OUT/expected.json,
+    written when the array was made, still puts her in the gradebook (by email, for the upload)
+    and in failures.md."""
+    from autograder.collect import Student, Submission
+
+    for who, score in CLASS.items():
+        _submission(tmp_path, who, _state(who), _results(score))
+    carol = Submission("carol", "/class/carol.zip", (Student("Carol Shaw", "carol@example.edu", "7"),))
+    gradebook.write_expected(str(tmp_path), [carol, Submission("ada", "/class/ada.zip", ())])
+    rows, failures, _ = _reports(tmp_path)
+    assert {who: float(rows[who]["Total Score"]) for who in CLASS} == CLASS
+    assert rows["carol"]["Email"] == "carol@example.edu" and rows["carol"]["Total Score"] == "0"
+    assert "- `carol`: results/carol/grading.json: missing" in failures.split("## Not graded")[1]

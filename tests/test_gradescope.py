@@ -45,7 +45,10 @@ def _check_results(path) -> dict:
 def test_run_autograder_grades_the_cpu_paths_of_an_upload(tmp_path):
     root = _autograder_tree(tmp_path)
     assert not (root / "source" / "solutions" / "day02_layernorm_forward").exists()  # only what the unit needs
+    for kept_back in ("answers.md", "mutants.toml", "planted_bugs.toml"):  # never read by grading
+        assert not list((root / "source").rglob(kept_back)), kept_back
     assert subprocess.run(["bash", "-n", str(root / "source" / "setup.sh")]).returncode == 0
+    assert "sys.version_info < (3, 11)" in (root / "source" / "setup.sh").read_text()  # tomllib
     (root / "submission").mkdir()
     UNIT.write("solution", str(tmp_path / "reference"))
     with zipfile.ZipFile(root / "submission" / "submission_day01_relu_bias.zip", "w") as z:

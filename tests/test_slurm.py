@@ -49,7 +49,7 @@ def test_an_array_of_shards_then_one_merged_gradebook(cluster, tmp_path, capsys)
         for file in UNIT.files:
             archive.write(tmp_path / "reference" / file, file)
     (hand_ins / "bob.zip").write_bytes(b"not a zip")
-    out = tmp_path / "out"
+    out = tmp_path / "graded out #2"  # sbatch splits a directive at spaces and takes # as a comment
     assert main(["slurm", str(hand_ins), "--unit", UNIT.name, "--out", str(out), "--per-shard", "1",
                  "--gpus-per-task", "0", "--cpus-per-task", "1", "--jobs", "1", "--time", "00:20:00", "--submit"]) == 0
     assert "(2 tasks)" in capsys.readouterr().out
