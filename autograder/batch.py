@@ -101,12 +101,42 @@ def slot_gpus(jobs: int, gpus: list[str]) -> list[str | None]:
 
 
 def available_memory_gb() -> float:
+    """The memory this batch may use: the machine's available memory, or less where a cgroup
+    limits it (a Slurm task's --mem), so that compilers are not killed for it."""
     try:
         with open("/proc/meminfo") as handle:
             fields = dict(line.split(":", 1) for line in handle)
-        return int(fields["MemAvailable"].split()[0]) / (1 << 20)
+        available = int(fields["MemAvailable"].split()[0]) / (1 << 20)
     except (OSError, KeyError, ValueError):
-        return 8.0
+        available = 8.0
+    limit = cgroup_memory_limit_gb()
+    return min(available, limit) if limit is not None else available
+
+
+def cgroup_memory_limit_gb(cgroups: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> float | None:
+    """The memory limit of this process's cgroup (v2's memory.max, v1's memory.limit_in_bytes),
+    in GB; None where there is none."""
+    try:
+        with open(cgroups) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
+        if controllers == "":
+            limit_file = os.path.join(root, path.lstrip("/"), "memory.max")
+        elif "memory" in controllers.split(","):
+            limit_file = os.path.join(root, "memory", path.lstrip("/"), "memory.limit_in_bytes")
+        else:
+            continue
+        try:
+            with open(limit_file) as handle:
+                text = handle.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # "max", or v1's huge number: no limit
+            return int(text) / (1 << 30)
+    return None
 
 
 @dataclass

@@ -117,6 +117,21 @@ def test_a_folder_of_hand_ins_is_read_by_name(tmp_path):
         collect.collect(str(tmp_path / "absent"), UNIT)
 
 
+@pytest.mark.parametrize("cgroup, limit_file, text, gb", [
+    ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "17179869184\n", 16.0),
+    ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "max\n", None),
+    ("4:memory:/slurm/uid_0/job_7\n3:cpu:/\n", "memory/slurm/uid_0/job_7/memory.limit_in_bytes", "8589934592", 8.0),
+    ("4:memory:/\n", "memory/memory.limit_in_bytes", "9223372036854771712", None),
+])
+def test_a_cgroups_memory_limit_bounds_the_batch(tmp_path, cgroup, limit_file, text, gb):
+    """A Slurm task's --mem is a cgroup limit, lower than what the node has free: compilers are
+    sized to it (cgroup v2 and v1; no limit where it says max or a v1 'unlimited')."""
+    (tmp_path / "cgroup").write_text(cgroup)
+    (tmp_path / "fs" / limit_file).parent.mkdir(parents=True)
+    (tmp_path / "fs" / limit_file).write_text(text)
+    assert batch.cgroup_memory_limit_gb(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == gb
+
+
 def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
     assert batch.worker_plan(None, ["0"] * 8, cpus=16, memory_gb=128) == (8, 2)
     assert batch.worker_plan(None, [], cpus=2, memory_gb=64) == (1, 2)
