@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from autograder.submission import unit_file
+from autograder.untrusted_files import clean_text
 from course.authoring.units import Unit
 
 METADATA = "submission_metadata.yml"
@@ -122,9 +123,14 @@ def _submitters(key: str, entry) -> list[dict]:
     return submitters
 
 
+def _field(submitter: dict, name: str) -> str:
+    """A submitter's field as text UTF-8 can write (YAML may hold a lone surrogate, "\\ud800",
+    which would stop the gradebook's CSV)."""
+    return clean_text(str(submitter.get(name) or ""), limit=200)
+
+
 def _students(key: str, entry) -> tuple[Student, ...]:
-    students = tuple(Student(str(s.get("name") or ""), str(s.get("email") or ""), str(s.get("sid") or ""))
-                     for s in _submitters(key, entry))
+    students = tuple(Student(*(_field(s, name) for name in ("name", "email", "sid"))) for s in _submitters(key, entry))
     for student in students:
         if not student.email:  # Gradescope's upload matches rows by email
             _warn(f"{METADATA}: entry {key!r}: {student.name or student.sid or 'a submitter'} has no email; "

@@ -129,3 +129,10 @@ def test_a_name_with_no_ascii_letters_keeps_its_id_whoever_else_hands_in(tmp_pat
     (tmp_path / "a" / "中文.zip").write_bytes(b"PK")
     after = {s.students[0].name: s.id for s in collect.collect(str(tmp_path / "a"), UNIT)}
     assert after["日本"] == before["日本"] and after["中文"] != after["日本"]
+
+
+def test_a_name_utf8_cannot_write_is_cleaned_so_the_gradebook_can_be(tmp_path):
+    found = collect.collect(_export(tmp_path, 'submission_1:\n  :submitters:\n  - :name: "Ada \\ud800"\n'
+                                              '    :email: ada@example.edu\n'), UNIT)
+    name = found[0].students[0].name
+    assert name.startswith("Ada") and name.encode("utf-8")
