@@ -110,7 +110,7 @@ def test_no_mutant(bundle, tmp_path):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--unit", "day01_relu_bias", "--all"], "--all"),
+    (["--unit", "day01_relu_bias", "--all"], "or pass --all for every unit"),
     ([], "name the units to release"),
 ])
 def test_units_are_named_or_all_asked_for(tmp_path, capsys, argv, said):
