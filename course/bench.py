@@ -33,6 +33,7 @@ _clock = time.perf_counter
 _Event = getattr(torch._C, "_CudaEventBase", torch.cuda.Event)  # (a build without CUDA has no base)
 _elapsed_ms, _record, _wait_for_event = _Event.elapsed_time, _Event.record, _Event.synchronize
 _current_stream = torch.cuda.current_stream
+_stream_idle = getattr(torch._C, "_CudaStreamBase", torch.cuda.Stream).query
 _device_synchronize = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)
 
 WHOLE_CALLS = 5  # calls timed from the call until the device is idle
@@ -100,10 +101,18 @@ def _hold_stream(ms: float) -> None:
     torch.cuda._sleep(int(ms * _sleep_cycles_per_ms))
 
 
+def _gpu_done() -> bool:
+    """Whether the current stream has run everything it was given."""
+    return _stream_idle(_current_stream())
+
+
 def _cuda_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
-    """(GPU ms, host ms, outputs) of one call on a cold L2."""
+    """(GPU ms, host ms, outputs) of one call on a cold L2; hold_ms 0: on an idle GPU."""
     flush_l2()
-    _hold_stream(hold_ms)
+    if hold_ms > 0:
+        _hold_stream(hold_ms)
+    else:
+        _device_synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     _record(start, _current_stream())
     host_start = _clock()
@@ -145,9 +154,10 @@ def _fresh_tensor(tensor: torch.Tensor) -> torch.Tensor:
     alignment), dtype and device."""
     span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride())) if tensor.numel() else 0
     base = torch.empty(tensor.storage_offset() + span, dtype=tensor.dtype, device=tensor.device)
-    fresh = base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
-    fresh.copy_(tensor)
-    return fresh
+    # The storage the tensor spans is copied whole, not element by element: an expanded tensor
+    # (a stride of 0) reads one element many times, which copy_ cannot write back.
+    base[tensor.storage_offset():].copy_(tensor.as_strided((span,), (1,), tensor.storage_offset()))
+    return base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 
 def fresh_inputs(values):
@@ -172,15 +182,20 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
     cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
     warmup_host_ms = []
+    waits_for_gpu = cuda
     for index in range(max(warmup, 1)):
         start = _clock()
         fn(*arg_sets[index % len(arg_sets)])
         warmup_host_ms.append((_clock() - start) * 1e3)
         if cuda:
+            waits_for_gpu = waits_for_gpu and _gpu_done()
             torch.cuda.synchronize()
     # Long enough for the host to enqueue a call (twice its quickest warm-up call), capped:
     # an op slower than that on the host is host-bound, and charged the host's time anyway.
-    hold_ms = min(2 * min(warmup_host_ms) + 0.05, 20.0)
+    # An op that returns only once the GPU is done (.item(), a copy to the host) would wait
+    # for the hold as well and be charged it: it gets none, and starts on an idle GPU. (An op
+    # that waits only while warming up gains nothing: its events then also catch its launches.)
+    hold_ms = 0.0 if waits_for_gpu else min(2 * min(warmup_host_ms) + 0.05, 20.0)
     call_ms = _cuda_call_ms if cuda else _cpu_call_ms
     last_outputs: list = [None] * len(arg_sets)
     times: list[float] = []
@@ -197,7 +212,7 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
         if cuda and host_ms > gpu_ms:
             host_bound_calls += 1
         spent += times[-1] / 1e3
-        if len(times) >= min_reps:
+        if len(times) >= max(min_reps, len(arg_sets)):  # every set timed, so every set's output judged
             spread = _spread(times)
             if spread < target_spread or spent > budget_s:
                 break

@@ -197,6 +197,24 @@ def test_fresh_inputs_copy_every_tensor_into_new_storage():
     assert torch.equal(grad, torch.full((3,), 2.0))
 
 
+def test_fresh_inputs_copy_an_expanded_tensor():
+    """A broadcast input (a stride of 0) reads one element many times: its copy keeps that layout."""
+    column = torch.arange(4.0).reshape(4, 1)
+    wide = column.expand(4, 8)
+    fresh = bench.fresh_inputs(wide)
+    assert torch.equal(fresh, wide) and fresh.stride() == (1, 0)
+    assert fresh.untyped_storage().data_ptr() != column.untyped_storage().data_ptr()
+
+
+def test_every_input_set_is_timed_and_its_output_kept():
+    """More input sets than the least number of timed calls: each set is still called, so the
+    judge has every set's output to check."""
+    sets = [(torch.full((2,), float(i)),) for i in range(13)]
+    timing = bench.time_op(lambda x: x + 1, sets, warmup=1, min_reps=3, target_spread=10.0)
+    assert timing.reps >= 13
+    assert all(out is not None and torch.equal(out, args[0] + 1) for out, args in zip(timing.last_outputs, sets))
+
+
 def test_wrong_submission_earns_nothing_for_speed(graded):
     result, data, _ = graded("wrong")
     assert _test(data, "cpu_values")["status"] == "failed"
@@ -316,6 +334,25 @@ def test_gpu_time_leaves_out_host_work_done_while_the_gpu_was_busy():
 
 
 @pytest.mark.gpu
+def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
+    """An op that synchronizes (.item(), a copy to the host) costs its GPU time plus its host
+    time, called back to back; the hold before each timed call must not be charged to it too."""
+    def waits(ms):
+        _gpu_busy(ms)
+        torch.cuda.current_stream().synchronize()
+
+    timing = bench.time_op(waits, [(1.0,)], device="cuda")
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        waits(1.0)
+    back_to_back_ms = (time.perf_counter() - start) * 1e3 / 20
+    assert timing.median_ms == pytest.approx(back_to_back_ms, rel=0.25), (timing, back_to_back_ms)
+    async_op = bench.time_op(_gpu_busy, [(1.0,)], device="cuda")  # the hold stays for ops that do not wait
+    assert async_op.median_ms == pytest.approx(1.0, rel=0.2) and not async_op.host_bound, async_op
+
+
+@pytest.mark.gpu
 def test_host_bound_call_is_charged_the_host_time():
     timing = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5,
                             device="cuda")
@@ -343,6 +380,7 @@ def test_a_slow_set_of_whole_calls_is_judged_by_a_second(monkeypatch, wholes, un
     hiccup slows one set, hidden work both. (The GPU's timers faked: this runs on the CPU.)"""
     sets = iter(wholes)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(bench, "_gpu_done", lambda: False)
     monkeypatch.setattr(bench, "_cuda_call_ms", lambda fn, args, hold_ms: (0.9, 0.05, None))
     monkeypatch.setattr(bench, "_whole_call_ms", lambda fn, arg_sets: next(sets))
     timing = bench.time_op(lambda: None, [()], min_reps=3, max_reps=3, device="cuda")
@@ -451,5 +489,8 @@ def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, mon
     (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
     result = grade(str(submission), unit, seed=3, work=str(tmp_path / "work"), has_gpu=False,
                    tests=("cpu_values", "cpu_perf"))
-    assert all(t.passed for t in result.tests), report.table(result)
-    assert "reference_build_s" in result.timings
+    # Both ran against the fetched reference (how fast the toy ran is not this test's concern:
+    # other tests share the machine's cores).
+    judged = {t.name for t in result.tests if t.passed or t.fraction is not None}
+    assert {"cpu_values", "cpu_perf"} <= judged, report.table(result)
+    assert not any(t.not_run for t in result.tests) and "reference_build_s" in result.timings
