@@ -24,7 +24,11 @@
 // Why 512 and not 1024 threads: __launch_bounds__(1024) caps a thread at 64 registers, and
 // the bf16 instance holding 8 vectors then spills (nvcc -Xptxas -v: 344 bytes of spill loads),
 // which made bf16 rows of 4096 and more run at half the bandwidth of fp16 ones. At 512 a
-// thread may use 128.
+// thread may use 128. And why two blocks of 512 an SM (64 registers): the bf16 instance, left
+// to itself, kept each element widened to fp32 from the first pass to the last, 98 registers
+// and one block an SM. `launder` after each pass makes it widen them again instead, which
+// costs an instruction per element and frees the registers; one block an SM could not keep
+// enough loads in flight while the other waited at its barriers.
 //
 //   mean = Σx / D, var = Σ(x − mean)² / D over the registers, y = (x − mean)·rstd·γ + β
 #include <type_traits>
@@ -41,6 +45,18 @@ constexpr int64_t kMaxBlocks = 65535;
 
 // One 16-byte vector of a row, in acc_t: its elements added to a running sum, or their squared
 // distances from `mean`; and its y. Taken by value: one 16-byte load, from shared memory too.
+// Tells the compiler the held words may have changed: what it widened from them in one pass
+// is no longer worth keeping in registers for the next. (It emits no instruction. A lone
+// 16-bit element, the unaligned rows' vector, has nothing widened worth freeing.)
+template <typename Vec>
+__device__ __forceinline__ void launder(Vec& vec) {
+  if constexpr (sizeof(Vec) % 4 == 0) {
+    unsigned int* words = reinterpret_cast<unsigned int*>(&vec);
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(Vec) / 4); ++i) asm volatile("" : "+r"(words[i]));
+  }
+}
+
 template <typename T, int kVec>
 __device__ __forceinline__ acc_type_t<T> add_elements(acc_type_t<T> sum, AlignedVector<T, kVec> x) {
 #pragma unroll
@@ -75,7 +91,7 @@ __device__ __forceinline__ AlignedVector<T, kVec> normalized(AlignedVector<T, kV
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
 // ... of row r of the block's current group of rows.
 template <typename T, int kVec, int kVecsPerThread>
-__global__ void __launch_bounds__(kMaxThreadsPerRow)
+__global__ void __launch_bounds__(kMaxThreadsPerRow, 2)
 layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                    const T* __restrict__ beta, T* __restrict__ y,
                                    acc_type_t<T>* __restrict__ mean_out,
@@ -106,6 +122,8 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
       }
     }
     const acc_t mean = row_reduce_sum(sum) / cols;
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) launder(held[k]);
 
     acc_t squares = 0;
 #pragma unroll
@@ -114,6 +132,8 @@ layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict_
       if (active && v < vecs) squares = add_squares(squares, held[k], mean);
     }
     const acc_t rstd = rsqrt(row_reduce_sum(squares) / cols + eps);
+#pragma unroll
+    for (int k = 0; k < kVecsPerThread; ++k) launder(held[k]);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
