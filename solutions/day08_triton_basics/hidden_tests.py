@@ -43,5 +43,7 @@ CASES = [
     _error("cuda_error_softmax_0d", ("x",), op="softmax", x=lambda x: x[0, 0]),
     # ---- timed ----
     _perf("add", torch.float16, ADD_PERF_SHAPE),
-    _perf("softmax", BF16, SOFTMAX_PERF_SHAPE),
+    # Twice fp32's rows: at 16384×4096 a bf16 call's GPU time on an H100 is about a Triton
+    # launch's host time, and the grade measured the host's jitter, not the kernel.
+    _perf("softmax", BF16, (2 * SOFTMAX_PERF_SHAPE[0], SOFTMAX_PERF_SHAPE[1])),
 ]
