@@ -36,9 +36,12 @@ CASES = [
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d768", (300, 768), torch.float32),
                                  ("fp16_d12288", (40, 12288), torch.float16), ("fp32_d40000", (5, 40000), torch.float32),
                                  ("bf16_many_rows", (70000, 64), torch.bfloat16),
-                                 # rows split over several blocks, each group of blocks taking several rows
+                                 # the longest rows one block of 1024 threads holds
                                  ("fp32_d32768_rows300", (300, 32768), torch.float32),
-                                 ("bf16_d65536_rows300", (300, 65536), torch.bfloat16))],
+                                 ("bf16_d65536_rows300", (300, 65536), torch.bfloat16),
+                                 # rows split over several blocks, each group of blocks taking several rows
+                                 ("fp32_d40960_rows300", (300, 40960), torch.float32),
+                                 ("bf16_d73728_rows300", (300, 73728), torch.bfloat16))],
     _forward("registers", "misaligned", (64, 768), misaligned=True, points=0.5),
     # one row split over blocks, small enough for the sanitizer cases
     _forward("registers", "split_one_row", (1, 40000), points=0.5),

@@ -9,11 +9,11 @@
 //
 // A row is split by plan_rows (layernorm_fast.h): up to 32 threads per row with several rows
 // per block for short rows (sums by shuffles), a block per row of up to 512 threads for long
-// ones (sums through shared memory). Each thread holds at most kMaxVecs vectors, 128 bytes:
+// ones (sums through shared memory), and of up to 1024 for rows that 512 cannot hold. Each thread holds at most kMaxVecs vectors, 128 bytes:
 // 32 registers whatever the dtype, because the vectors stay in T and are widened to acc_t only
 // when used. Rows that are not whole aligned vectors (unless D <= 32) take version 3.
 //
-// Rows longer than a block can hold (D > 16384 in fp32, 32768 in 16 bits) are split over
+// Rows longer than a block can hold (D > 32768 in fp32, 65536 in 16 bits) are split over
 // several blocks side by side (plan_split_rows), each taking a chunk of the row; the chunks
 // meet once per row in global memory (row_math.cuh) to combine their sums, and then each
 // writes its part of y. While a block waits there, nothing of its own is in flight: so a split
@@ -21,14 +21,13 @@
 // while it sums, waits and writes this one (cp.async: the copy needs no registers). x is
 // still read once.
 //
-// Why 512 and not 1024 threads: __launch_bounds__(1024) caps a thread at 64 registers, and
-// the bf16 instance holding 8 vectors then spills (nvcc -Xptxas -v: 344 bytes of spill loads),
-// which made bf16 rows of 4096 and more run at half the bandwidth of fp16 ones. At 512 a
-// thread may use 128. And why two blocks of 512 an SM (64 registers): the bf16 instance, left
-// to itself, kept each element widened to fp32 from the first pass to the last, 98 registers
-// and one block an SM. `launder` after each pass makes it widen them again instead, which
-// costs an instruction per element and frees the registers; one block an SM could not keep
-// enough loads in flight while the other waited at its barriers.
+// Why blocks of 512 where they suffice: an SM holds two, and while one waits at a row's
+// barrier the other's loads are in flight; a block of 1024 is alone on its SM, yet still
+// faster than a row split over blocks. Either way a thread gets 64 registers. The bf16
+// instance holding 8 vectors, left to itself, kept every element widened to fp32 from the
+// first pass to the last: 98 registers, or 344 bytes of spill loads when capped at 64
+// (nvcc -Xptxas -v). `launder` after each pass makes it widen them again instead, which costs
+// an instruction an element and frees the registers.
 //
 //   mean = Σx / D, var = Σ(x − mean)² / D over the registers, y = (x − mean)·rstd·γ + β
 #include <type_traits>
@@ -39,6 +38,7 @@ namespace {
 
 constexpr int kMaxVecs = 8;             // vectors per thread: 128 bytes of the row
 constexpr int kMaxThreadsPerRow = 512;
+constexpr int kWideThreadsPerRow = 1024;  // rows that 512 threads cannot hold: a block alone on its SM
 constexpr int kSplitVecs = 4;           // a split row's blocks: 4 vectors a thread, in shared memory ...
 constexpr int kSplitThreads = 512;      // ... and up to 512 threads, two rows of that a block
 constexpr int64_t kMaxBlocks = 65535;
@@ -90,8 +90,8 @@ __device__ __forceinline__ AlignedVector<T, kVec> normalized(AlignedVector<T, kV
 
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
 // ... of row r of the block's current group of rows.
-template <typename T, int kVec, int kVecsPerThread>
-__global__ void __launch_bounds__(kMaxThreadsPerRow, 2)
+template <typename T, int kVec, int kVecsPerThread, int kMaxThreads = kMaxThreadsPerRow>
+__global__ void __launch_bounds__(kMaxThreads, 2 * kMaxThreadsPerRow / kMaxThreads)
 layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                    const T* __restrict__ beta, T* __restrict__ y,
                                    acc_type_t<T>* __restrict__ mean_out,
@@ -155,6 +155,9 @@ template <typename T>
 RegistersKernel<T> registers_kernel_for(const RowPlan& plan) {
   constexpr int kVec = kVectorBytes / sizeof(T);
   if (plan.vec == 1) return &layernorm_forward_registers_kernel<T, 1, 1>;
+  if (plan.threads_per_row > kMaxThreadsPerRow) {
+    return &layernorm_forward_registers_kernel<T, kVec, kMaxVecs, kWideThreadsPerRow>;
+  }
   switch (plan.vecs_per_thread) {
     case 1: return &layernorm_forward_registers_kernel<T, kVec, 1>;
     case 2: return &layernorm_forward_registers_kernel<T, kVec, 2>;
@@ -316,7 +319,8 @@ cudaError_t launch_layernorm_forward_registers(const T* x, const T* gamma, const
     return launch_layernorm_forward_vectorized(x, gamma, beta, y, mean, rstd, rows, cols, eps, stream);
   } else {
     const bool aligned = is_aligned(x) && is_aligned(gamma) && is_aligned(beta) && is_aligned(y);
-    const RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxVecs, kMaxThreadsPerRow);
+    RowPlan plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxVecs, kMaxThreadsPerRow);
+    if (!plan.fits()) plan = plan_rows(cols, sizeof(T), aligned, kMaxVecs, kMaxVecs, kWideThreadsPerRow);
     if (!plan.fits()) return launch_split(x, gamma, beta, y, mean, rstd, rows, cols, eps, aligned, stream);
     if (rows == 0) return cudaSuccess;
     const int64_t blocks_needed = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
