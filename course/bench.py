@@ -106,6 +106,22 @@ def _gpu_done() -> bool:
     return _stream_idle(_current_stream())
 
 
+def _waits_for_gpu(fn, args, hold_ms: float) -> bool:
+    """Whether fn returns only once the GPU has run what was queued before it. Called behind a
+    hold longer than its own host time, an op that does not wait returns with the hold still
+    running; one that waits finds the stream idle. (An op whose kernels merely end before its
+    host work does, as autograd's may, must not be mistaken for one that waits: an idle stream
+    after an unheld call proves nothing.) Twice, so that one slow call cannot decide it."""
+    for _ in range(2):
+        _hold_stream(hold_ms)
+        fn(*args)
+        idle = _gpu_done()
+        torch.cuda.synchronize()
+        if not idle:
+            return False
+    return True
+
+
 def _cuda_call_ms(fn, args, hold_ms: float) -> tuple[float, float, object]:
     """(GPU ms, host ms, outputs) of one call on a cold L2; hold_ms 0: on an idle GPU."""
     flush_l2()
@@ -182,20 +198,19 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
     The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
     cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
     warmup_host_ms = []
-    waits_for_gpu = cuda
     for index in range(max(warmup, 1)):
         start = _clock()
         fn(*arg_sets[index % len(arg_sets)])
         warmup_host_ms.append((_clock() - start) * 1e3)
         if cuda:
-            waits_for_gpu = waits_for_gpu and _gpu_done()
             torch.cuda.synchronize()
     # Long enough for the host to enqueue a call (twice its quickest warm-up call), capped:
     # an op slower than that on the host is host-bound, and charged the host's time anyway.
     # An op that returns only once the GPU is done (.item(), a copy to the host) would wait
-    # for the hold as well and be charged it: it gets none, and starts on an idle GPU. (An op
-    # that waits only while warming up gains nothing: its events then also catch its launches.)
-    hold_ms = 0.0 if waits_for_gpu else min(2 * min(warmup_host_ms) + 0.05, 20.0)
+    # for the hold as well and be charged it: it gets none, and starts on an idle GPU.
+    hold_ms = min(2 * min(warmup_host_ms) + 0.05, 20.0)
+    if cuda and _waits_for_gpu(fn, arg_sets[0], hold_ms):
+        hold_ms = 0.0
     call_ms = _cuda_call_ms if cuda else _cpu_call_ms
     last_outputs: list = [None] * len(arg_sets)
     times: list[float] = []

@@ -353,6 +353,19 @@ def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
 
 
 @pytest.mark.gpu
+def test_an_op_whose_kernels_end_before_its_host_work_keeps_its_hold():
+    """Host work, a short kernel, more host work: the stream is idle when the op returns, yet the
+    op never waited for the GPU. Its GPU time is its kernel's, not the host work before it."""
+    def host_heavy(ms):
+        time.sleep(0.002)
+        _gpu_busy(ms)
+        time.sleep(0.002)
+
+    timing = bench.time_op(host_heavy, [(0.05,)], device="cuda")
+    assert timing.host_bound and timing.gpu_ms < 0.5, timing
+
+
+@pytest.mark.gpu
 def test_host_bound_call_is_charged_the_host_time():
     timing = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5,
                             device="cuda")
@@ -380,7 +393,7 @@ def test_a_slow_set_of_whole_calls_is_judged_by_a_second(monkeypatch, wholes, un
     hiccup slows one set, hidden work both. (The GPU's timers faked: this runs on the CPU.)"""
     sets = iter(wholes)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
-    monkeypatch.setattr(bench, "_gpu_done", lambda: False)
+    monkeypatch.setattr(bench, "_waits_for_gpu", lambda fn, args, hold_ms: False)
     monkeypatch.setattr(bench, "_cuda_call_ms", lambda fn, args, hold_ms: (0.9, 0.05, None))
     monkeypatch.setattr(bench, "_whole_call_ms", lambda fn, arg_sets: next(sets))
     timing = bench.time_op(lambda: None, [()], min_reps=3, max_reps=3, device="cuda")
