@@ -118,6 +118,8 @@ def _profile_alike(spec, reference, profiled, input_sets) -> None:
     """The profiled call the student's process makes after each perf case, made with the
     reference here: the timings after it then follow the same history in both processes (a
     profiler's session can leave later calls slower). Its outcome is not wanted."""
+    from course.harness import execute
+
     try:
         execute(spec, reference, profiled, input_sets)
     except Exception:  # noqa: BLE001 - the reference's timings stand without it

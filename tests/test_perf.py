@@ -215,6 +215,20 @@ def test_every_input_set_is_timed_and_its_output_kept():
     assert all(out is not None and torch.equal(out, args[0] + 1) for out, args in zip(timing.last_outputs, sets))
 
 
+def test_the_baseline_process_makes_the_profiled_call_with_the_reference(monkeypatch):
+    """After a GPU perf case the student's process calls the op once more under the profiler;
+    the process that times the reference makes that call with the reference, so that both
+    time their next cases after the same history."""
+    import course.harness
+    from autograder import child
+
+    calls = []
+    monkeypatch.setattr(course.harness, "execute",
+                        lambda spec, ext, case, input_sets, reference=None: calls.append((ext, case, input_sets)))
+    child._profile_alike("spec", "the reference", "the profiled case", ["first set"])
+    assert calls == [("the reference", "the profiled case", ["first set"])]
+
+
 def test_wrong_submission_earns_nothing_for_speed(graded):
     result, data, _ = graded("wrong")
     assert _test(data, "cpu_values")["status"] == "failed"
