@@ -207,10 +207,10 @@ def test_fresh_inputs_copy_an_expanded_tensor():
 
 
 def test_every_input_set_is_timed_and_its_output_kept():
-    """More input sets than the least number of timed calls: each set is still called, so the
-    judge has every set's output to check."""
+    """More input sets than the least, or the most, number of timed calls: each set is still
+    called, so the judge has every set's output to check."""
     sets = [(torch.full((2,), float(i)),) for i in range(13)]
-    timing = bench.time_op(lambda x: x + 1, sets, warmup=1, min_reps=3, target_spread=10.0)
+    timing = bench.time_op(lambda x: x + 1, sets, warmup=1, min_reps=3, max_reps=5, target_spread=10.0)
     assert timing.reps >= 13
     assert all(out is not None and torch.equal(out, args[0] + 1) for out, args in zip(timing.last_outputs, sets))
 
@@ -413,6 +413,19 @@ def test_a_slow_set_of_whole_calls_is_judged_by_a_second(monkeypatch, wholes, un
     timing = bench.time_op(lambda: None, [()], min_reps=3, max_reps=3, device="cuda")
     assert timing.unseen == unseen and timing.median_ms == pytest.approx(median), timing
     assert next(sets, None) is None, "every set of whole calls asked for was measured"
+
+
+@pytest.mark.parametrize("waits, unseen, median", [(True, True, 2.0), (False, False, 1.0)])
+def test_whole_calls_of_an_op_that_waits_are_judged_against_its_events_alone(monkeypatch, waits, unseen, median):
+    """Without a hold (an op that waits for the GPU) the events span the host's enqueueing too:
+    whole calls are compared with the longer of the two times, not their sum, or work elsewhere
+    as long as the host's time would pass unseen. With a hold the two add up. (Faked timers.)"""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(bench, "_waits_for_gpu", lambda fn, args, hold_ms: waits)
+    monkeypatch.setattr(bench, "_cuda_call_ms", lambda fn, args, hold_ms: (1.0, 0.9, None))
+    monkeypatch.setattr(bench, "_whole_call_ms", lambda fn, arg_sets: 2.0)
+    timing = bench.time_op(lambda: None, [()], min_reps=3, max_reps=3, device="cuda")
+    assert timing.unseen == unseen and timing.median_ms == pytest.approx(median), timing
 
 
 @pytest.mark.gpu

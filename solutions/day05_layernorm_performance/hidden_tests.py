@@ -36,9 +36,12 @@ CASES = [
       for what, shape, dtype in (("fp32_d7", (1000, 7), torch.float32), ("fp32_d768", (300, 768), torch.float32),
                                  ("fp16_d12288", (40, 12288), torch.float16), ("fp32_d40000", (5, 40000), torch.float32),
                                  ("bf16_many_rows", (70000, 64), torch.bfloat16),
-                                 # the longest rows one block of 1024 threads holds
+                                 # the longest rows one block of 1024 threads holds, and rows
+                                 # that leave its last threads part full or empty (640 of them)
                                  ("fp32_d32768_rows300", (300, 32768), torch.float32),
                                  ("bf16_d65536_rows300", (300, 65536), torch.bfloat16),
+                                 ("fp32_d20000_rows300", (300, 20000), torch.float32),
+                                 ("bf16_d40000_rows300", (300, 40000), torch.bfloat16),
                                  # rows split over several blocks, each group of blocks taking several rows
                                  ("fp32_d40960_rows300", (300, 40960), torch.float32),
                                  ("bf16_d73728_rows300", (300, 73728), torch.bfloat16))],

@@ -9,9 +9,10 @@
 //
 // A row is split by plan_rows (layernorm_fast.h): up to 32 threads per row with several rows
 // per block for short rows (sums by shuffles), a block per row of up to 512 threads for long
-// ones (sums through shared memory), and of up to 1024 for rows that 512 cannot hold. Each thread holds at most kMaxVecs vectors, 128 bytes:
-// 32 registers whatever the dtype, because the vectors stay in T and are widened to acc_t only
-// when used. Rows that are not whole aligned vectors (unless D <= 32) take version 3.
+// ones (sums through shared memory), and of up to 1024 for rows that 512 cannot hold. Each
+// thread holds at most kMaxVecs vectors, 128 bytes: 32 registers whatever the dtype, because
+// the vectors stay in T and are widened to acc_t only when used (see `launder`). Rows that are
+// not whole aligned vectors (unless D <= 32) take version 3.
 //
 // Rows longer than a block can hold (D > 32768 in fp32, 65536 in 16 bits) are split over
 // several blocks side by side (plan_split_rows), each taking a chunk of the row; the chunks
@@ -43,8 +44,6 @@ constexpr int kSplitVecs = 4;           // a split row's blocks: 4 vectors a thr
 constexpr int kSplitThreads = 512;      // ... and up to 512 threads, two rows of that a block
 constexpr int64_t kMaxBlocks = 65535;
 
-// One 16-byte vector of a row, in acc_t: its elements added to a running sum, or their squared
-// distances from `mean`; and its y. Taken by value: one 16-byte load, from shared memory too.
 // Tells the compiler the held words may have changed: what it widened from them in one pass
 // is no longer worth keeping in registers for the next. (It emits no instruction. A lone
 // 16-bit element, the unaligned rows' vector, has nothing widened worth freeing.)
@@ -57,6 +56,8 @@ __device__ __forceinline__ void launder(Vec& vec) {
   }
 }
 
+// One 16-byte vector of a row, in acc_t: its elements added to a running sum, or their squared
+// distances from `mean`; and its y. Taken by value: one 16-byte load, from shared memory too.
 template <typename T, int kVec>
 __device__ __forceinline__ acc_type_t<T> add_elements(acc_type_t<T> sum, AlignedVector<T, kVec> x) {
 #pragma unroll
