@@ -41,6 +41,7 @@ from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs
 from autograder.reference import reference
 from autograder.untrusted_files import is_regular_file, open_regular
 from autograder.version import grader_version
+from autograder.written_whole import written_whole
 from course.authoring.units import Unit
 from course.cases import needed
 
@@ -122,8 +123,11 @@ def cgroup_memory_limit_gb(cgroups: str = "/proc/self/cgroup", root: str = "/sys
     except OSError:
         return None
     for line in lines:
-        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "-", "")
-        if controllers == "":
+        fields = line.split(":", 2)  # hierarchy id : controllers : path
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":  # v2's single hierarchy
             limit_file = os.path.join(root, path.lstrip("/"), "memory.max")
         elif "memory" in controllers.split(","):
             limit_file = os.path.join(root, "memory", path.lstrip("/"), "memory.limit_in_bytes")
@@ -301,10 +305,8 @@ def _read_json(path: str) -> dict:
 
 
 def _write_json(data: dict, path: str) -> None:
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with written_whole(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         json.dump(data, handle, indent=2)
-    os.replace(temporary, path)
 
 
 def prepare_reference(unit: Unit, gpus: list[str]) -> str:

@@ -19,13 +19,14 @@ import traceback
 
 from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data
 from autograder.timed_kernels import profiled_case
+from autograder.written_whole import written_whole
 
 
 def _save(result: dict, path: str) -> None:
     import torch
 
-    torch.save(result, path + ".tmp")
-    os.replace(path + ".tmp", path)  # the runner never sees half a file
+    with written_whole(path) as temporary:  # the runner never sees half a file
+        torch.save(result, temporary)
 
 
 class _Pristine:

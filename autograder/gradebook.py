@@ -110,11 +110,6 @@ def _shown(value) -> str:
     return json.dumps(value)[:60]
 
 
-def _number(value) -> bool:
-    """JSON's true is a bool, and NaN, Infinity or an int past float's range spoil a column."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and finite_number(value)
-
-
 def _text(value) -> bool:
     return isinstance(value, str)
 
@@ -129,7 +124,7 @@ def _student(value) -> bool:
 
 STATUSES = ("passed", "failed")
 # What the reports read of each test in results.json: (key, check, what it must be).
-TEST_FIELDS = (("name", _text, "text"), ("score", _number, "a number"),
+TEST_FIELDS = (("name", _text, "text"), ("score", finite_number, "a number"),
                ("status", STATUSES.__contains__, '"passed" or "failed"'), ("output", _text, "text"),
                ("tags", _tags, "a list of one or more tags"))
 
@@ -155,7 +150,7 @@ def _results_problem(results) -> str:
     missing = [key for key in ("score", "tests", "extra_data") if key not in results]
     if missing:
         return f"has no {', '.join(missing)}"
-    if not _number(results["score"]):
+    if not finite_number(results["score"]):
         return f"score is {_shown(results['score'])}, not a number"
     if not isinstance(results["tests"], list) or not isinstance(results["extra_data"], dict):
         return "tests is not a list, or extra_data not an object"
@@ -178,7 +173,7 @@ def _perf_problem(perf) -> str:
     if not isinstance(perf, dict):
         return f"extra_data.perf is {_shown(perf)}, not an object"
     for name, entry in perf.items():
-        if not isinstance(entry, dict) or not _number(entry.get("ratio")):
+        if not isinstance(entry, dict) or not finite_number(entry.get("ratio")):
             return f"extra_data.perf[{json.dumps(name)}] has no ratio that is a number"
     return ""
 

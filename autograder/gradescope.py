@@ -25,6 +25,7 @@ import zipfile
 
 from autograder import report
 from autograder.collect import entry_point
+from autograder.written_whole import written_whole
 from course.authoring import units
 from course.authoring.units import REPO, Unit
 
@@ -85,7 +86,7 @@ def write_zip(unit: Unit, out: str) -> str:
     files = {"setup.sh": _SETUP.format(torch=version, cuda=cuda, cuda_dash=cuda.replace(".", "-"),
                                        cuda_tag=cuda.replace(".", "")),
              "run_autograder": _RUN.format(unit=unit.name)}
-    with zipfile.ZipFile(out + ".tmp", "w", zipfile.ZIP_DEFLATED) as archive:
+    with written_whole(out) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable once unpacked
@@ -97,7 +98,6 @@ def write_zip(unit: Unit, out: str) -> str:
                     if not name.endswith(".pyc") and name not in _SKIP:
                         full = os.path.join(root, name)
                         archive.write(full, os.path.join("source", os.path.relpath(full, unit.repo)))
-    os.replace(out + ".tmp", out)  # a zip cut short is never uploaded
     return out
 
 

@@ -21,6 +21,7 @@ import zipfile
 
 import nbformat
 
+from autograder.written_whole import written_whole
 from course.authoring import generate, units
 from course.authoring.units import Unit
 
@@ -96,10 +97,9 @@ def write(selected: list[Unit], out: str, repository: str = DEFAULT_REPOSITORY, 
             handle.write(text)
     archive = out + ".zip"
     top = os.path.basename(out)
-    with zipfile.ZipFile(archive + ".tmp", "w", zipfile.ZIP_DEFLATED) as bundle:
+    with written_whole(archive) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as bundle:
         for path in sorted(files):
             bundle.writestr(zipfile.ZipInfo(f"{top}/{path}", _ZIP_TIME), files[path])
-    os.replace(archive + ".tmp", archive)  # a zip cut short is never taken for the bundle
     return archive
 
 

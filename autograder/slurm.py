@@ -15,6 +15,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
+from autograder.written_whole import written_whole
 from course.authoring.units import REPO
 
 
@@ -72,8 +73,8 @@ def write(job: Job) -> str:
     os.makedirs(folder, exist_ok=True)
     for name, text in scripts(job).items():
         path = os.path.join(folder, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(path + ".tmp", 0o755)
-        os.replace(path + ".tmp", path)  # a script cut short is never submitted
+        with written_whole(path) as temporary:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(temporary, 0o755)
     return os.path.join(folder, "submit.sh")

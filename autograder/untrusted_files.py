@@ -36,8 +36,11 @@ def is_regular_file(path: str) -> bool:
         return False
 
 
-def finite_number(value: int | float) -> bool:
-    """A finite number a float can hold: math.isfinite raises on an int past float's range."""
+def finite_number(value) -> bool:
+    """Whether a value read from an untrusted file is a finite number a float can hold: not a
+    bool (JSON's true), NaN or infinity, nor an int past float's range (math.isfinite raises)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
     try:
         return math.isfinite(value)
     except OverflowError:

@@ -411,3 +411,14 @@ def test_a_child_loads_its_module_only_once_the_runner_holds_the_gpus_lock(tmp_p
         timing.release()
         thread.join(timeout=120)
         sandbox.close()
+
+
+def test_a_record_whose_writing_fails_leaves_the_last_one_whole(tmp_path):
+    """grading.json is replaced only by a whole new one: a write that fails halfway (here, data
+    JSON cannot hold) keeps the last record and leaves no partial file behind."""
+    path = tmp_path / gradebook.STATE
+    batch._write_json({"status": "graded"}, str(path))
+    with pytest.raises(TypeError):
+        batch._write_json({"status": "failed", "error": object()}, str(path))
+    assert json.loads(path.read_text()) == {"status": "graded"}
+    assert [p.name for p in tmp_path.iterdir()] == [gradebook.STATE]

@@ -91,8 +91,9 @@ __device__ __forceinline__ AlignedVector<T, kVec> normalized(AlignedVector<T, kV
 
 // Block (threads_per_row, rows_per_block); thread (t, r) owns vectors t, t + threads_per_row,
 // ... of row r of the block's current group of rows.
+// kMaxThreads 512: two blocks an SM, 1024: one (either way 64 registers a thread).
 template <typename T, int kVec, int kVecsPerThread, int kMaxThreads = kMaxThreadsPerRow>
-__global__ void __launch_bounds__(kMaxThreads, 2 * kMaxThreadsPerRow / kMaxThreads)
+__global__ void __launch_bounds__(kMaxThreads, kWideThreadsPerRow / kMaxThreads)
 layernorm_forward_registers_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
                                    const T* __restrict__ beta, T* __restrict__ y,
                                    acc_type_t<T>* __restrict__ mean_out,
