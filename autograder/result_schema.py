@@ -89,3 +89,15 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
         if not problem and case.device.startswith("cuda"):
             problem = _strings_problem("the profiled kernels", result.get("kernels"))
     return problem
+
+
+def profiled_run_problem(spec, case: Case, input_sets: list[dict], result) -> str:
+    """result_problem of a perf case's profiled call at the timed size (autograder/timed_kernels.py,
+    profiled_run: `case` is its profiled_case), which also holds the GPU's busy time in ms."""
+    problem = result_problem(spec, case, input_sets, result)
+    if problem or "exception" in result:
+        return problem
+    busy = result.get("busy_ms")
+    if not finite_number(busy) or busy < 0:
+        return "the GPU's busy time in the profiled call is not a number of ms"
+    return ""

@@ -4,15 +4,29 @@ Values cases check on small inputs that the op runs code of its own; an op could
 the sizes it is timed at to PyTorch. The child runs the perf case's op once more on its first
 input set under the profiler, and the perf points need a kernel of the student's own and no
 forbidden op in that call.
+
+An op can also tell the profiler's calls from the timed ones (c01 in docs/security.md: its own
+kernel while the profiler is on, PyTorch's op while it is off). The profiled call therefore
+also gives the time the GPU was busy with it, and the time the grade is computed from must not
+fall far below that: the timed calls cannot have run those kernels.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from autograder.result_schema import result_problem
+from autograder.result_schema import profiled_run_problem
 from course import kernel_names
 from course.cases import OWN_KERNEL, Case
+from course.harness import _collected, _for_judge, _profile, _synchronize, _to_device, as_timed
 from course.judge import Verdict, judge
+from course.ops import call
+
+# An honest op's timed calls run its kernels on a cold L2 with inputs in new storage, and a
+# timed call costs the longer of its GPU and host times (course/bench.py); the profiled call
+# runs them on a warm L2. So an honest op's time is at least its kernels' busy time, give or
+# take one profiled call against a median: a quarter of slack covers that. What it leaves an op
+# that is timed running other kernels than its own: at most a third more speed than its own have.
+BUSY_FACTOR = 0.75
 
 
 def profiled_case(case: Case) -> Case | None:
@@ -23,23 +37,60 @@ def profiled_case(case: Case) -> Case | None:
     return dataclasses.replace(case, kind="values", checks=(OWN_KERNEL,))
 
 
+# ---- in the child ----
+
+def profiled_run(spec, ext, case: Case, inputs: dict) -> dict:
+    """profiled_case's result on one input set, as course.harness.execute gives a values case's
+    with the own-kernel check ("outputs", "output_devices", "ops", "kernels"), and "busy_ms": the
+    GPU's busy time during the profiled call."""
+    buffers = _to_device(spec, case, inputs)
+    got = call(spec, ext, buffers)
+    _synchronize(case.device)
+    result = _collected([_for_judge(got)])
+    with as_timed():  # NaN filling would add a write of every output to the busy time
+        result["ops"], result["kernels"], result["busy_ms"] = _profile(spec, ext, buffers, case.device)
+    return result
+
+
+# ---- in the parent ----
+
 def own_code_at_timed_size(spec, case: Case, input_sets: list[dict], outcome: dict, verdict: Verdict,
                            own_kernels: frozenset[str]) -> Verdict:
     """A perf verdict that earned points keeps them only if the op ran kernels of its own at the
-    size it was timed at (profiled_case)."""
+    size it was timed at (profiled_case), and its timed calls took at least about as long as
+    those kernels."""
     profiled = profiled_case(case)
     if profiled is None or not verdict.passed or "exception" in outcome:
         return verdict
     run = outcome.get("own_kernel")
-    problem = result_problem(spec, profiled, input_sets[:1], run) if isinstance(run, dict) else "no profiled call"
+    problem = profiled_run_problem(spec, profiled, input_sets[:1], run) if isinstance(run, dict) else "no profiled call"
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
+    why = _not_own_code(spec, profiled, input_sets[:1], run, own_kernels) or _faster_than_its_kernels(outcome, run)
+    if not why:
+        return verdict
+    return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, verdict.measurements)
+
+
+def _not_own_code(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:
     # At the size it is timed at, an op may let PyTorch help (day09's autograd reference sums
     # partial dweights with torch); what must hold there is no forbidden op and a kernel of its own.
     run = {**run, "kernels": [k for k in run["kernels"]
                               if not kernel_names.is_torch_kernel(k) or kernel_names.is_torch_copy_or_fill(k)]}
-    checked = judge(spec, profiled, input_sets[:1], run, own_kernels=own_kernels)
+    checked = judge(spec, profiled, input_sets, run, own_kernels=own_kernels)
     if checked.passed:
-        return verdict
-    return Verdict(False, f"{verdict.message}\nbut the call, profiled at that size, did not run code of its own, "
-                          f"so its time earns no points:\n{checked.message}", 0.0, verdict.measurements)
+        return ""
+    return ("the call, profiled at that size, did not run code of its own, so its time earns no points:\n"
+            + checked.message)
+
+
+def _faster_than_its_kernels(outcome: dict, run: dict) -> str:
+    """'' unless the time the grade is computed from (median_ms: of the whole calls where work
+    went unseen, so work on any stream counts) is well below the GPU's busy time in the
+    profiled call."""
+    timed, busy = outcome["timing"]["median_ms"], run["busy_ms"]
+    if timed >= BUSY_FACTOR * busy:
+        return ""
+    return (f"its timed calls ran faster than the kernels it runs when profiled: {timed:.3f} ms timed against "
+            f"{busy:.3f} ms of its kernels under the profiler, so its time earns no points (does it compute "
+            f"another way while the profiler is on?)")

@@ -16,7 +16,7 @@ from course.ops import call
 _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
 
 
-_fill_new_memory = True  # off while a perf case is timed (see _time)
+_fill_new_memory = True  # off while a perf case is timed (as_timed)
 
 
 @contextlib.contextmanager
@@ -103,27 +103,67 @@ def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
     return outputs
 
 
-def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str]]:
+# The GPU's own work, by the profiler's activity: not the spans of record_function ranges
+# (gpu_user_annotation), which cover the idle gaps between a range's kernels too.
+_GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _profile(spec, ext, inputs: dict, device: str) -> tuple[list[str], list[str], float]:
+    """(ops, kernels, busy ms) of one call under the profiler: the names of the host's ops and
+    the GPU's kernels, and how long the GPU was busy with its work."""
     from torch.profiler import ProfilerActivity, profile
 
+    _synchronize(device)  # nothing queued before the call runs inside the profile
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     with profile(activities=activities) as prof:
         call(spec, ext, inputs)
         _synchronize(device)
-    ops, kernels = set(), set()
-    for event in prof.events():
-        is_kernel = getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
-        (kernels if is_kernel else ops).add(event.name)
-    return sorted(ops), sorted(kernels)
+    events = list(prof.events())
+    ops = sorted({event.name for event in events if not _on_gpu(event)})
+    kernels = sorted({event.name for event in events if _on_gpu(event)})
+    work = [(event.time_range.start, event.time_range.end) for event in events if _is_gpu_work(event)]
+    return ops, kernels, covered(work) / 1e3
 
 
-def _timing(op, arg_sets: list[tuple], device: str):
+def _on_gpu(event) -> bool:
+    return getattr(event, "device_type", None) == torch.autograd.DeviceType.CUDA
+
+
+def _is_gpu_work(event) -> bool:
+    """A kernel, copy or fill the GPU ran. (Profilers older than FunctionEvent.activity_type:
+    any GPU event but a user annotation's range.)"""
+    if not _on_gpu(event):
+        return False
+    activity = getattr(event, "activity_type", None)
+    return activity in _GPU_WORK if activity else not getattr(event, "is_user_annotation", False)
+
+
+def covered(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals: kernels that overlap on several
+    streams count once."""
+    total, reached = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        start = max(start, reached)
+        if end > start:
+            total += end - start
+            reached = end
+    return total
+
+
+@contextlib.contextmanager
+def as_timed():
+    """Calls made as the timer makes them: new memory is not filled with NaN (empty_is_nan)."""
     global _fill_new_memory
     _fill_new_memory = False
     try:
-        return time_op(op, arg_sets, device=device)
+        yield
     finally:
         _fill_new_memory = True
+
+
+def _timing(op, arg_sets: list[tuple], device: str):
+    with as_timed():
+        return time_op(op, arg_sets, device=device)
 
 
 def _timing_entry(timing) -> dict:
@@ -195,5 +235,5 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
     if INPUTS_UNCHANGED in case.checks:
         result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}
     if OWN_KERNEL in case.checks:
-        result["ops"], result["kernels"] = _profile(spec, ext, buffers, device)
+        result["ops"], result["kernels"], _ = _profile(spec, ext, buffers, device)
     return result

@@ -133,3 +133,22 @@ def test_notebook_and_zip_submissions_are_read(tmp_path):
         handle.writestr(f"{unit.name}.ipynb", json.dumps(notebook))
     zipped, zipped_answers = read_submission(str(archive), unit)
     assert zipped == files and zipped_answers == answers and any("because" in a for a in answers.values())
+
+
+@pytest.mark.gpu
+def test_an_op_that_computes_otherwise_when_unprofiled_earns_no_perf_points(tmp_path):
+    """c01 of docs/security.md: its own kernel while the profiler is on (ten times over, a slow
+    kernel of its own), PyTorch's layer norm while it is off, at the sizes the grader times. The
+    own-code check at the timed size sees its kernel; the time the profiled call kept the GPU busy
+    shows that the timed calls did not run it (autograder/timed_kernels.py)."""
+    unit = units.load("day05_layernorm_performance")
+    unit.write("solution", str(tmp_path / "submission"))
+    entry = tmp_path / "submission" / "layernorm.py"
+    hostile = os.path.join(os.path.dirname(report.__file__), "hostile", "notices_the_profiler.py")
+    with open(hostile) as handle:
+        entry.write_text(entry.read_text() + "\n" + handle.read())
+    result, _ = _grade(unit, tmp_path / "submission", tmp_path,
+                       tests=("cuda_warp_per_row_*", "cuda_vectorized_*", "cuda_perf_fp32_d1024"))
+    assert _failed(result) == {"cuda_perf_fp32_d1024"}, report.table(result)
+    perf = next(t for t in result.tests if t.name == "cuda_perf_fp32_d1024")
+    assert perf.score == 0 and "ran faster than the kernels it runs when profiled" in perf.output, perf.output

@@ -370,9 +370,10 @@ def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
     torchs = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)"
 
     def verdict(ops, kernels):
-        profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": ops, "kernels": kernels}
-        return own_code_at_timed_size(spec, case, inputs, {"own_kernel": profiled}, earned,
-                                      frozenset({"layernorm_forward_warp"}))
+        profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": ops, "kernels": kernels,
+                    "busy_ms": 0.05}
+        return own_code_at_timed_size(spec, case, inputs, {"timing": {"median_ms": 0.06}, "own_kernel": profiled},
+                                      earned, frozenset({"layernorm_forward_warp"}))
 
     assert profiled_case(case).checks == ("own_kernel",) and profiled_case(spec.CASES[0]) is None
     assert verdict([], [own, torchs]) is earned
@@ -382,3 +383,109 @@ def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
     assert not verdict([], [torchs]).passed
     missing = own_code_at_timed_size(spec, case, inputs, {}, earned, frozenset())
     assert not missing.passed and "no profiled call" in missing.message
+
+
+def _timed_and_profiled(timed_ms: float, busy_ms) -> tuple:
+    """A day05 perf verdict that earned points, and a check of it at the timed size where the
+    timed calls took `timed_ms` and the profiled call kept the GPU busy for `busy_ms`."""
+    from autograder.timed_kernels import own_code_at_timed_size
+    from course.judge import Verdict
+
+    spec = units.load("day05_layernorm_performance").tests()
+    case = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
+    inputs = make_input_sets(spec, case, seed=1)[:1]
+    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
+                                                      spec.OPS["forward"].dtypes(inputs[0])))
+    earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
+    own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
+    profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": [], "kernels": [own],
+                "busy_ms": busy_ms}
+    outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
+    return earned, own_code_at_timed_size(spec, case, inputs, outcome, earned, frozenset({"layernorm_forward_warp"}))
+
+
+def test_timed_calls_faster_than_the_kernels_profiled_earn_nothing():
+    """c01 of docs/security.md: an op that runs its own kernel under the profiler and PyTorch's
+    faster op when timed. An honest op's timed calls (cold L2) take at least its kernels' time."""
+    for timed, busy in ((1.0, 1.0), (0.8, 1.0), (0.2, 0.0), (5.0, 1.0)):
+        earned, checked = _timed_and_profiled(timed, busy)
+        assert checked is earned, (timed, busy, checked.message)
+    earned, caught = _timed_and_profiled(0.2, 1.0)
+    assert not caught.passed and caught.fraction == 0 and caught.measurements == earned.measurements
+    assert caught.message.startswith(earned.message)
+    assert ("its timed calls ran faster than the kernels it runs when profiled: 0.200 ms timed against "
+            "1.000 ms of its kernels under the profiler") in caught.message
+
+
+@pytest.mark.parametrize("busy", [None, "1.0", True, -0.5, float("nan"), float("inf"), [1.0]])
+def test_a_malformed_busy_time_is_a_malformed_result(busy):
+    _, checked = _timed_and_profiled(0.2, busy)
+    assert not checked.passed and checked.fraction == 0
+    assert "malformed result" in checked.message and "busy time" in checked.message
+
+
+def test_a_missing_busy_time_is_a_malformed_result():
+    from autograder.result_schema import profiled_run_problem
+    from autograder.timed_kernels import profiled_case
+
+    spec = units.load("day05_layernorm_performance").tests()
+    case = profiled_case(next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7"))
+    inputs = make_input_sets(spec, case, seed=1)[:1]
+    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
+                                                      spec.OPS["forward"].dtypes(inputs[0])))
+    run = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": [], "kernels": []}
+    assert "busy time" in profiled_run_problem(spec, case, inputs, run)
+    assert profiled_run_problem(spec, case, inputs, {**run, "busy_ms": 0}) == ""
+    assert "profiled kernels" in profiled_run_problem(spec, case, inputs, {**run, "kernels": None, "busy_ms": 0})
+
+
+def _event(start, end, device="cuda", activity="kernel", annotation=False):
+    """A profiler event as prof.events() lists it; activity None: a profiler without activity_type."""
+    kind = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
+    return types.SimpleNamespace(time_range=types.SimpleNamespace(start=start, end=end), device_type=kind,
+                                 activity_type=activity, is_user_annotation=annotation)
+
+
+def test_busy_time_is_the_union_of_the_kernels_intervals():
+    """Kernels on several streams overlap: each moment the GPU was busy counts once."""
+    from course.harness import _is_gpu_work, covered
+
+    assert covered([]) == 0
+    assert covered([(0, 10), (20, 25)]) == 15           # disjoint
+    assert covered([(0, 10), (5, 15)]) == 15            # overlapping
+    assert covered([(0, 100), (10, 20), (30, 40)]) == 100  # nested
+    assert covered([(5, 15), (0, 10), (10, 12)]) == 15  # unsorted, touching
+    assert covered([(3, 3), (7, 4)]) == 0               # empty and backwards spans add nothing
+    events = [_event(0, 400), _event(200, 600, activity="gpu_memcpy"), _event(1000, 1100, activity="gpu_memset"),
+              _event(0, 5000, device="cpu", activity="cpu_op"),      # the host's time is not the GPU's
+              _event(0, 5000, activity="gpu_user_annotation"),       # a range's span, its gaps included
+              _event(2000, 2300, activity=None),                     # an older profiler's kernel
+              _event(0, 5000, activity=None, annotation=True)]       # and its user annotation
+    assert covered([(e.time_range.start, e.time_range.end) for e in events if _is_gpu_work(e)]) == pytest.approx(1000)
+
+
+def test_the_profiled_call_at_the_timed_size_runs_as_the_timer_runs_it():
+    """Through the child's own function, on the CPU (a day05 perf case made small and moved
+    there): the result the parent checks, new memory filled with NaN for the call whose
+    outputs are judged and not for the profiled one (the timed calls have none)."""
+    import dataclasses
+
+    import course.harness
+    from autograder.result_schema import profiled_run_problem
+    from autograder.timed_kernels import profiled_case, profiled_run
+
+    spec = units.load("day05_layernorm_performance").tests()
+    perf = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
+    case = dataclasses.replace(profiled_case(perf), device="cpu", params={**perf.params, "shape": (8, 32)})
+    inputs = make_input_sets(spec, case, seed=1)[0]
+    filled = []
+
+    def forward(x, gamma, beta, eps, kernel):
+        filled.append(torch.are_deterministic_algorithms_enabled())
+        y, mean, rstd = torch.native_layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+        return y, mean.view(-1), rstd.view(-1)
+
+    run = profiled_run(spec, types.SimpleNamespace(_ext=types.SimpleNamespace(forward=forward)), case, inputs)
+    assert profiled_run_problem(spec, case, [inputs], run) == ""
+    assert "aten::native_layer_norm" in run["ops"] and run["kernels"] == [] and run["busy_ms"] == 0.0
+    assert filled == [True, False] and course.harness._fill_new_memory

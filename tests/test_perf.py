@@ -219,14 +219,12 @@ def test_the_baseline_process_makes_the_profiled_call_with_the_reference(monkeyp
     """After a GPU perf case the student's process calls the op once more under the profiler;
     the process that times the reference makes that call with the reference, so that both
     time their next cases after the same history."""
-    import course.harness
     from autograder import child
 
     calls = []
-    monkeypatch.setattr(course.harness, "execute",
-                        lambda spec, ext, case, input_sets, reference=None: calls.append((ext, case, input_sets)))
-    child._profile_alike("spec", "the reference", "the profiled case", ["first set"])
-    assert calls == [("the reference", "the profiled case", ["first set"])]
+    monkeypatch.setattr(child, "profiled_run", lambda spec, ext, case, inputs: calls.append((ext, case, inputs)))
+    child._profile_alike("spec", "the reference", "the profiled case", "first set")
+    assert calls == [("the reference", "the profiled case", "first set")]
 
 
 def test_wrong_submission_earns_nothing_for_speed(graded):
