@@ -66,10 +66,11 @@ def own_code_at_timed_size(spec, case: Case, input_sets: list[dict], outcome: di
     problem = profiled_run_problem(spec, profiled, input_sets[:1], run) if isinstance(run, dict) else "no profiled call"
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
+    measurements = {**verdict.measurements, "kernels_busy_ms": run["busy_ms"]}
     why = _not_own_code(spec, profiled, input_sets[:1], run, own_kernels) or _faster_than_its_kernels(outcome, run)
     if not why:
-        return verdict
-    return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, verdict.measurements)
+        return dataclasses.replace(verdict, measurements=measurements)
+    return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, measurements)
 
 
 def _not_own_code(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:

@@ -57,7 +57,7 @@ case "$stage" in
     # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
     # -v names each test as it ends: a run stopped at its time limit still says what passed.
     # The timer's own GPU tests calibrate a sleep kernel: another worker's kernels would skew it.
-    timed='(test_reference_gets_full_marks and (day05 or day06 or day07 or day08 or day09)) or (test_solution_passes and _perf_) or naive_block_per_row or patches_the_timer or work_on_an_unwaited_stream or test_gpu_time_leaves_out or test_host_bound_call or test_work_left_on_another_stream or test_patching_torchs_timers or test_an_op_that_waits_for_the_gpu or test_an_op_whose_kernels_end'
+    timed='(test_reference_gets_full_marks and (day05 or day06 or day07 or day08 or day09)) or (test_solution_passes and _perf_) or naive_block_per_row or patches_the_timer or work_on_an_unwaited_stream or test_gpu_time_leaves_out or test_host_bound_call or test_work_left_on_another_stream or test_patching_torchs_timers or test_an_op_that_waits_for_the_gpu or test_an_op_whose_kernels_end or computes_otherwise_when_unprofiled'
     select="${SELECT:-test}"
     python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
       2>&1 | tee "$OUT/pytest_timed.txt"
