@@ -40,16 +40,23 @@ def profiled_case(case: Case) -> Case | None:
 # ---- in the child ----
 
 def profiled_run(spec, ext, case: Case, inputs: dict) -> dict:
-    """profiled_case's result on one input set, as course.harness.execute gives a values case's
-    with the own-kernel check ("outputs", "output_devices", "ops", "kernels"), and "busy_ms": the
-    GPU's busy time during the profiled call."""
+    """profiled_case's result, as course.harness.execute gives a values case's with the
+    own-kernel check ("outputs", "output_devices", "ops", "kernels"), of two calls on one input
+    set: one with new memory filled with NaN (an element never written shows), then the profiled
+    one, made as the timer makes its calls; and "busy_ms": the GPU's busy time in that call."""
     buffers = _to_device(spec, case, inputs)
-    got = call(spec, ext, buffers)
+    got = call(spec, ext, buffers)  # kept: the profiled call's outputs cannot reuse its memory
     _synchronize(case.device)
-    result = _collected([_for_judge(got)])
     with as_timed():  # NaN filling would add a write of every output to the busy time
-        result["ops"], result["kernels"], result["busy_ms"] = _profile(spec, ext, buffers, case.device)
+        profiled = _profile(spec, ext, buffers, case.device)
+    result = _collected([_for_judge(got), _for_judge(profiled.outputs)])
+    result.update(ops=profiled.ops, kernels=profiled.kernels, busy_ms=profiled.busy_ms)
     return result
+
+
+def judged_sets(input_sets: list[dict]) -> list[dict]:
+    """The input sets profiled_run's outputs answer: the first set, twice."""
+    return input_sets[:1] * 2
 
 
 # ---- in the parent ----
@@ -63,17 +70,18 @@ def own_code_at_timed_size(spec, case: Case, input_sets: list[dict], outcome: di
     if profiled is None or not verdict.passed or "exception" in outcome:
         return verdict
     run = outcome.get("own_kernel")
-    problem = profiled_run_problem(spec, profiled, input_sets[:1], run) if isinstance(run, dict) else "no profiled call"
+    problem = profiled_run_problem(spec, profiled, judged_sets(input_sets), run) if isinstance(run, dict) else "no profiled call"
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
     measurements = {**verdict.measurements, "kernels_busy_ms": run["busy_ms"]}
-    why = _not_own_code(spec, profiled, input_sets[:1], run, own_kernels) or _faster_than_its_kernels(outcome, run)
+    why = _profiled_call_problem(spec, profiled, judged_sets(input_sets), run, own_kernels) or _faster_than_its_kernels(outcome, run)
     if not why:
         return dataclasses.replace(verdict, measurements=measurements)
     return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, measurements)
 
 
-def _not_own_code(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:
+def _profiled_call_problem(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:
+    """'' if both calls of profiled_run answered right and the profiled one ran code of its own."""
     # At the size it is timed at, an op may let PyTorch help (day09's autograd reference sums
     # partial dweights with torch); what must hold there is no forbidden op and a kernel of its own.
     run = {**run, "kernels": [k for k in run["kernels"]
@@ -81,8 +89,8 @@ def _not_own_code(spec, profiled: Case, input_sets: list[dict], run: dict, own_k
     checked = judge(spec, profiled, input_sets, run, own_kernels=own_kernels)
     if checked.passed:
         return ""
-    return ("the call, profiled at that size, did not run code of its own, so its time earns no points:\n"
-            + checked.message)
+    return ("the call, profiled at that size, did not run code of its own with the right answer, so its time "
+            "earns no points:\n" + checked.message)
 
 
 def _faster_than_its_kernels(outcome: dict, run: dict) -> str:

@@ -369,9 +369,9 @@ def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
     own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
     torchs = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)"
 
-    def verdict(ops, kernels):
-        profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": ops, "kernels": kernels,
-                    "busy_ms": 0.05}
+    def verdict(ops, kernels, profiled_outputs=outputs):
+        profiled = {"outputs": [outputs, profiled_outputs], "output_devices": [("cuda:0",) * 3] * 2, "ops": ops,
+                    "kernels": kernels, "busy_ms": 0.05}
         return own_code_at_timed_size(spec, case, inputs, {"timing": {"median_ms": 0.06}, "own_kernel": profiled},
                                       earned, frozenset({"layernorm_forward_warp"}))
 
@@ -383,6 +383,10 @@ def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
     assert not handed_over.passed and handed_over.fraction == 0
     assert "aten::native_layer_norm" in handed_over.message and "did not run code of its own" in handed_over.message
     assert not verdict([], [torchs]).passed
+    # Its own kernel while profiled, but a wrong answer there: the profiled call's outputs are judged too.
+    wrong_when_profiled = verdict([], [own], tuple(t + 1 for t in outputs))
+    assert not wrong_when_profiled.passed and "with the right answer" in wrong_when_profiled.message
+    assert "y: 7340032 of 7340032 elements differ" in wrong_when_profiled.message
     missing = own_code_at_timed_size(spec, case, inputs, {}, earned, frozenset())
     assert not missing.passed and "no profiled call" in missing.message
 
@@ -400,7 +404,7 @@ def _timed_and_profiled(timed_ms: float, busy_ms) -> tuple:
                                                       spec.OPS["forward"].dtypes(inputs[0])))
     earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
     own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
-    profiled = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": [], "kernels": [own],
+    profiled = {"outputs": [outputs] * 2, "output_devices": [("cuda:0",) * 3] * 2, "ops": [], "kernels": [own],
                 "busy_ms": busy_ms}
     outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
     return earned, own_code_at_timed_size(spec, case, inputs, outcome, earned, frozenset({"layernorm_forward_warp"}))
@@ -428,17 +432,18 @@ def test_a_malformed_busy_time_is_a_malformed_result(busy):
 
 def test_a_missing_busy_time_is_a_malformed_result():
     from autograder.result_schema import profiled_run_problem
-    from autograder.timed_kernels import profiled_case
+    from autograder.timed_kernels import judged_sets, profiled_case
 
     spec = units.load("day05_layernorm_performance").tests()
     case = profiled_case(next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7"))
     inputs = make_input_sets(spec, case, seed=1)[:1]
     outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
                                                       spec.OPS["forward"].dtypes(inputs[0])))
-    run = {"outputs": [outputs], "output_devices": [("cuda:0",) * 3], "ops": [], "kernels": []}
-    assert "busy time" in profiled_run_problem(spec, case, inputs, run)
-    assert profiled_run_problem(spec, case, inputs, {**run, "busy_ms": 0}) == ""
-    assert "profiled kernels" in profiled_run_problem(spec, case, inputs, {**run, "kernels": None, "busy_ms": 0})
+    run = {"outputs": [outputs] * 2, "output_devices": [("cuda:0",) * 3] * 2, "ops": [], "kernels": []}
+    assert "busy time" in profiled_run_problem(spec, case, judged_sets(inputs), run)
+    assert profiled_run_problem(spec, case, judged_sets(inputs), {**run, "busy_ms": 0}) == ""
+    assert "profiled kernels" in profiled_run_problem(spec, case, judged_sets(inputs),
+                                                      {**run, "kernels": None, "busy_ms": 0})
 
 
 def _event(start, end, device="cuda", activity="kernel", annotation=False):
@@ -474,7 +479,7 @@ def test_the_profiled_call_at_the_timed_size_runs_as_the_timer_runs_it():
 
     import course.harness
     from autograder.result_schema import profiled_run_problem
-    from autograder.timed_kernels import profiled_case, profiled_run
+    from autograder.timed_kernels import judged_sets, profiled_case, profiled_run
 
     spec = units.load("day05_layernorm_performance").tests()
     perf = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
@@ -488,6 +493,6 @@ def test_the_profiled_call_at_the_timed_size_runs_as_the_timer_runs_it():
         return y, mean.view(-1), rstd.view(-1)
 
     run = profiled_run(spec, types.SimpleNamespace(_ext=types.SimpleNamespace(forward=forward)), case, inputs)
-    assert profiled_run_problem(spec, case, [inputs], run) == ""
+    assert profiled_run_problem(spec, case, judged_sets([inputs]), run) == ""
     assert "aten::native_layer_norm" in run["ops"] and run["kernels"] == [] and run["busy_ms"] == 0.0
     assert filled == [True, False] and course.harness._fill_new_memory
