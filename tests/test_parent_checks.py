@@ -354,46 +354,14 @@ def test_a_result_file_that_is_a_pipe_or_a_link_is_refused_without_waiting(tmp_p
     assert len(message) < 5000 and "\ud800" not in message  # cut short, and encodable
 
 
-def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
-    """An op that hands the perf-sized inputs to PyTorch loses the perf points it earned;
-    PyTorch's kernels helping its own (a reduction of partial sums) do not."""
-    from autograder.timed_kernels import own_code_at_timed_size, profiled_case
-    from course.judge import Verdict
-
-    spec = units.load("day05_layernorm_performance").tests()
-    case = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
-    inputs = make_input_sets(spec, case, seed=1)[:1]
-    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
-                                                      spec.OPS["forward"].dtypes(inputs[0])))
-    earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
-    own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
-    torchs = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)"
-
-    def verdict(ops, kernels, profiled_outputs=outputs):
-        profiled = {"outputs": [outputs, profiled_outputs], "output_devices": [("cuda:0",) * 3] * 2, "ops": ops,
-                    "kernels": kernels, "busy_ms": 0.05}
-        return own_code_at_timed_size(spec, case, inputs, {"timing": {"median_ms": 0.06}, "own_kernel": profiled},
-                                      earned, frozenset({"layernorm_forward_warp"}))
-
-    assert profiled_case(case).checks == ("own_kernel",) and profiled_case(spec.CASES[0]) is None
-    kept = verdict([], [own, torchs])
-    assert (kept.passed, kept.message, kept.fraction) == (True, earned.message, 1.0)
-    assert kept.measurements == {"ratio": 1.0, "kernels_busy_ms": 0.05}  # for the report
-    handed_over = verdict(["aten::native_layer_norm"], [torchs])
-    assert not handed_over.passed and handed_over.fraction == 0
-    assert "aten::native_layer_norm" in handed_over.message and "did not run code of its own" in handed_over.message
-    assert not verdict([], [torchs]).passed
-    # Its own kernel while profiled, but a wrong answer there: the profiled call's outputs are judged too.
-    wrong_when_profiled = verdict([], [own], tuple(t + 1 for t in outputs))
-    assert not wrong_when_profiled.passed and "with the right answer" in wrong_when_profiled.message
-    assert "y: 7340032 of 7340032 elements differ" in wrong_when_profiled.message
-    missing = own_code_at_timed_size(spec, case, inputs, {}, earned, frozenset())
-    assert not missing.passed and "no profiled call" in missing.message
+_OWN_FORWARD = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
 
 
-def _timed_and_profiled(timed_ms: float, busy_ms) -> tuple:
-    """A day05 perf verdict that earned points, and a check of it at the timed size where the
-    timed calls took `timed_ms` and the profiled call kept the GPU busy for `busy_ms`."""
+def _checked_at_timed_size(timed_ms: float = 0.06, busy_ms=0.05, ops=(), kernels=(_OWN_FORWARD,),
+                           wrong_when_profiled: bool = False, outcome: dict | None = None) -> tuple:
+    """A day05 perf verdict that earned points, and its check at the timed size: the timed calls
+    took `timed_ms`; the profiled call ran `ops` and `kernels`, kept the GPU busy for `busy_ms`,
+    and answered right unless `wrong_when_profiled`. `outcome` replaces the whole outcome."""
     from autograder.timed_kernels import own_code_at_timed_size
     from course.judge import Verdict
 
@@ -402,21 +370,46 @@ def _timed_and_profiled(timed_ms: float, busy_ms) -> tuple:
     inputs = make_input_sets(spec, case, seed=1)[:1]
     outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
                                                       spec.OPS["forward"].dtypes(inputs[0])))
+    profiled_outputs = tuple(t + 1 for t in outputs) if wrong_when_profiled else outputs
     earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
-    own = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
-    profiled = {"outputs": [outputs] * 2, "output_devices": [("cuda:0",) * 3] * 2, "ops": [], "kernels": [own],
-                "busy_ms": busy_ms}
-    outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
+    profiled = {"outputs": [outputs, profiled_outputs], "output_devices": [("cuda:0",) * 3] * 2, "ops": list(ops),
+                "kernels": list(kernels), "busy_ms": busy_ms}
+    if outcome is None:
+        outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
     return earned, own_code_at_timed_size(spec, case, inputs, outcome, earned, frozenset({"layernorm_forward_warp"}))
+
+
+def test_a_timed_op_needs_a_kernel_of_its_own_at_the_size_it_was_timed_at():
+    """An op that hands the perf-sized inputs to PyTorch loses the perf points it earned;
+    PyTorch's kernels helping its own (a reduction of partial sums) do not."""
+    from autograder.timed_kernels import profiled_case
+
+    spec = units.load("day05_layernorm_performance").tests()
+    perf = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
+    assert profiled_case(perf).checks == ("own_kernel",) and profiled_case(spec.CASES[0]) is None
+    torchs = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)"
+    earned, kept = _checked_at_timed_size(kernels=[_OWN_FORWARD, torchs])
+    assert (kept.passed, kept.message, kept.fraction) == (True, earned.message, 1.0)
+    assert kept.measurements == {"ratio": 1.0, "kernels_busy_ms": 0.05}  # for the report
+    _, handed_over = _checked_at_timed_size(ops=["aten::native_layer_norm"], kernels=[torchs])
+    assert not handed_over.passed and handed_over.fraction == 0
+    assert "aten::native_layer_norm" in handed_over.message and "did not run code of its own" in handed_over.message
+    assert not _checked_at_timed_size(kernels=[torchs])[1].passed
+    # Its own kernel while profiled, but a wrong answer there: the profiled call's outputs are judged too.
+    _, wrong_when_profiled = _checked_at_timed_size(wrong_when_profiled=True)
+    assert not wrong_when_profiled.passed and "with the right answer" in wrong_when_profiled.message
+    assert "y: 7340032 of 7340032 elements differ" in wrong_when_profiled.message
+    _, missing = _checked_at_timed_size(outcome={})
+    assert not missing.passed and "no profiled call" in missing.message
 
 
 def test_timed_calls_faster_than_the_kernels_profiled_earn_nothing():
     """c01 of docs/security.md: an op that runs its own kernel under the profiler and PyTorch's
     faster op when timed. An honest op's timed calls (cold L2) take at least its kernels' time."""
     for timed, busy in ((1.0, 1.0), (0.8, 1.0), (0.2, 0.0), (5.0, 1.0)):
-        earned, checked = _timed_and_profiled(timed, busy)
+        earned, checked = _checked_at_timed_size(timed, busy)
         assert (checked.passed, checked.fraction, checked.message) == (True, 1.0, earned.message), (timed, busy)
-    earned, caught = _timed_and_profiled(0.2, 1.0)
+    earned, caught = _checked_at_timed_size(0.2, 1.0)
     assert not caught.passed and caught.fraction == 0 and caught.measurements == {"ratio": 1.0, "kernels_busy_ms": 1.0}
     assert caught.message.startswith(earned.message)
     assert ("its timed calls ran faster than the kernels it runs when profiled: 0.200 ms timed against "
@@ -425,7 +418,7 @@ def test_timed_calls_faster_than_the_kernels_profiled_earn_nothing():
 
 @pytest.mark.parametrize("busy", [None, "1.0", True, -0.5, float("nan"), float("inf"), [1.0]])
 def test_a_malformed_busy_time_is_a_malformed_result(busy):
-    _, checked = _timed_and_profiled(0.2, busy)
+    _, checked = _checked_at_timed_size(0.2, busy)
     assert not checked.passed and checked.fraction == 0
     assert "malformed result" in checked.message and "busy time" in checked.message
 
