@@ -325,9 +325,8 @@ def _error(name, words, device="cpu", **bad):
 
 PERF_NEEDS = ("cuda_forward_*", "cuda_backward_*", "cuda_autograd_*")
 # 256 MB of fp32 per tensor: the GPU's time, not the host's, decides. A call's host time (autograd
-# hands the backward to a thread of its own) ranges over 2x between runs, up to about the GPU
-# time of half these rows on an H100, where the reference lost a fifth to itself
-# (docs/performance.md).
+# hands the backward to a thread of its own) varies between runs; at half these rows it could
+# pass the GPU's, and the reference lost points to itself (docs/performance.md).
 PERF_SHAPE = (16384, 4096)
 
 CASES = [
