@@ -1,0 +1,59 @@
+"""What the grader's parent spends on one input set of each perf case, on the host: making the
+set, computing the float64 reference, its tolerances, and comparing an answer to it. A perf
+case's set has 10^8 elements, and the parent judges each set of the timed calls and, on a GPU,
+the first set twice more (autograder/timed_kernels.py), so these seconds add up per grading.
+
+    python bench/judge_cost.py [UNIT ...] [--seed 7]
+
+The answer compared is the reference itself, rounded to the output dtypes: an honest op's, so
+the comparison takes the path a passing case takes. No GPU needed.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from course.authoring.units import all_units, load  # noqa: E402
+from course.cases import generator_for  # noqa: E402
+from course.judge import _values_problems  # noqa: E402
+from course.ops import op_for  # noqa: E402
+
+
+def _seconds(work):
+    start = time.perf_counter()
+    result = work()
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("units", nargs="*", help="default: every unit with perf cases")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print("| unit | case | elements | inputs s | reference s | tolerances s | judged s (all of it) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for unit in [load(name) for name in args.units] or all_units():
+        name, spec = unit.name, unit.tests(hidden=True)
+        for case in spec.CASES:
+            if case.kind != "perf":
+                continue
+            make_s, inputs = _seconds(lambda: spec.make_inputs(case, generator_for(case, args.seed)))
+            op = op_for(spec, inputs)
+            reference_s, expected = _seconds(lambda: op.reference(inputs))
+            tolerances_s, _ = _seconds(lambda: op.tolerances(inputs))
+            answer = tuple(e.to(dtype) for e, dtype in zip(expected, op.dtypes(inputs)))
+            del expected
+            judged_s, problems = _seconds(lambda: _values_problems(spec, inputs, answer))
+            if problems:  # the reference rounded to its dtypes must pass, or the timing means nothing
+                raise SystemExit(f"{name} {case.name}: {problems}")
+            print(f"| {name} | {case.name} | {case.elements} | {make_s:.2f} | {reference_s:.2f} | "
+                  f"{tolerances_s:.2f} | {judged_s:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
