@@ -134,7 +134,8 @@ def _exact_share_problem(op, name: str, got: torch.Tensor, expected: torch.Tenso
     least = dict(op.exact_share).get(name)
     if least is None or got.numel() == 0:
         return ""
-    equal = torch.eq(got, expected).sum().item() / got.numel()  # compared in the promoted dtype, element by element
+    # torch.eq compares in the promoted dtype element by element, without whole float64 copies.
+    equal = torch.eq(got, expected).sum().item() / got.numel()
     if equal >= least:
         return ""
     return (f"{name}: {equal:.4%} of its {got.numel()} elements equal the reference exactly; at least {least:.1%} "
