@@ -46,8 +46,8 @@ def wrong_elements(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol:
     return ~((got64 - exp64).abs() <= atol + rtol * exp64.abs())
 
 
-# Elements compared at a time: a perf case's outputs have 10^8 elements, and float64 copies of
-# them whole cost the grader seconds per output in memory traffic; slices stay in cache.
+# Elements compared at a time: a perf case's outputs have 10^8 elements, and whole float64
+# copies of them are slow to allocate and fill; slices stay in cache (docs/performance.md).
 SLICE = 1 << 18
 
 
