@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from course.authoring.units import all_units, load  # noqa: E402
+from course.authoring.units import all_units  # noqa: E402
 from course.cases import generator_for  # noqa: E402
 from course.judge import _values_problems  # noqa: E402
 from course.ops import op_for  # noqa: E402
@@ -31,13 +31,17 @@ def _seconds(work):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    known = {unit.name: unit for unit in all_units()}
     parser.add_argument("units", nargs="*", help="default: every unit with perf cases")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    unknown = [name for name in args.units if name not in known]
+    if unknown:
+        parser.error(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(known)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| unit | case | elements | inputs s | reference s | tolerances s | judged s (all of it) |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for unit in [load(name) for name in args.units] or all_units():
+    for unit in [known[name] for name in args.units] or known.values():
         name, spec = unit.name, unit.tests(hidden=True)
         for case in spec.CASES:
             if case.kind != "perf":
