@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a machine with a GPU: the checks that CI cannot run, in stages that each fit one
-# ten-minute call.
+# On a machine with a GPU: the checks that CI cannot run, in stages; SELECT (suite) and UNITS
+# (grade) cut a stage into shorter runs (a whole grading of day09 alone takes minutes).
 #
 #   scripts/gpu_check.sh suite [pytest args]   the test suite with its CUDA tests, notebooks and
 #                                              GPU-only mutants (PYTEST_WORKERS, default 6; the
