@@ -5,9 +5,8 @@ import pytest
 import torch
 
 from course.authoring import units
-from course import judge as judge_module
 from course.cases import INPUTS_UNCHANGED, make_input_sets
-from course.judge import judge
+from course.judge import all_within, describe_mismatch, judge, wrong_elements
 from course.ops import op_for
 from helpers import load_spec
 
@@ -69,11 +68,11 @@ def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
 def test_the_sliced_comparison_finds_what_the_whole_one_finds(monkeypatch, where, wrong):
     """all_within compares a slice at a time; an element wrong in any slice, the last and
     partial one included, must count as it does in wrong_elements."""
-    monkeypatch.setattr(judge_module, "SLICE", 7)
+    monkeypatch.setattr("course.judge.SLICE", 7)
     expected = torch.linspace(-2, 2, 41, dtype=torch.float64).reshape(1, 41)
     got = expected.to(torch.float32).clone()
-    assert judge_module.all_within(got, expected, 1e-6, 1e-6)
+    assert all_within(got, expected, 1e-6, 1e-6)
     got.view(-1)[where] += wrong
-    assert not judge_module.all_within(got, expected, 1e-6, 1e-6)
-    assert judge_module.wrong_elements(got, expected, 1e-6, 1e-6).sum() == 1
-    assert "1 of 41 elements differ" in judge_module.describe_mismatch("y", got, expected, 1e-6, 1e-6)
+    assert not all_within(got, expected, 1e-6, 1e-6)
+    assert wrong_elements(got, expected, 1e-6, 1e-6).sum() == 1
+    assert "1 of 41 elements differ" in describe_mismatch("y", got, expected, 1e-6, 1e-6)
