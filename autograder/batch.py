@@ -39,6 +39,7 @@ from autograder import gradebook, precompiled_header
 from autograder.collect import Submission
 from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
+from autograder.sandbox import CPUS
 from autograder.untrusted_files import is_regular_file, open_regular
 from autograder.version import grader_version
 from autograder.written_whole import written_whole
@@ -328,7 +329,7 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     run, every submission's other cases are graded first, then its perf cases: a perf case
     then waits only for other perf steps' runs, never for the class's long correctness and
     compute-sanitizer runs, and each times alone on its GPU (autograder/gpu_lock.py)."""
-    cpus = cpus or len(os.sched_getaffinity(0))
+    cpus = cpus or CPUS
     jobs, max_jobs = worker_plan(jobs, gpus, cpus, available_memory_gb())
     version = grader_version(options.unit)
     timed_here = perf_runs_here(options.unit.tests(hidden=True).CASES, bool(gpus))

@@ -29,7 +29,7 @@ from autograder.result_schema import result_problem, timing_problem
 from autograder.results import Grade, TestResult
 from autograder.reference import reference
 from autograder.runner import GroupRunner
-from autograder.sandbox import Limits, Sandbox, python_command
+from autograder.sandbox import CPUS, Limits, Sandbox, python_command
 from autograder.sanitized import sanitized_verdicts
 from autograder.timed_kernels import own_code_at_timed_size
 from autograder.stored_build import StoredBuild, store
@@ -48,7 +48,6 @@ OWN_TESTS_TIMEOUT = 300
 OWN_TESTS_LINE = 300  # characters of one line of the package's pytest output kept in the report
 OWN_TESTS = "own_tests"  # the tag of a package's own tests in results.json: reported, worth no points
 TIME_LIMIT = 3600  # the whole grading: build, every test, the children's starts
-CPUS = max(1, os.cpu_count() or 1)
 
 
 def public_case_names(unit: Unit) -> set[str]:
@@ -106,7 +105,7 @@ def child_env(capability: str | None) -> dict:
         env["CUDA_HOME"] = "/usr/local/cuda"
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env.setdefault("MAX_JOBS", str(max(1, min(8, os.cpu_count() or 1))))
+    env.setdefault("MAX_JOBS", str(min(8, CPUS)))
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -20,7 +20,7 @@ import torch
 
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock, Held
-from autograder.sandbox import Limits, Run, Sandbox, python_command
+from autograder.sandbox import CPUS, Limits, Run, Sandbox, python_command
 from autograder.untrusted_files import clean_strings, open_regular
 from course.cases import Case
 
@@ -196,7 +196,7 @@ class GroupRunner:
         jit_cache = os.path.join(self.shared[0], "jit") if self.shared else None
         run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
                                  writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
-                                 limits=Limits(cpu_seconds=int(wall * max(1, os.cpu_count() or 1))),
+                                 limits=Limits(cpu_seconds=int(wall * CPUS)),
                                  jit_cache=jit_cache)
         held: list[Held] = []
         alone = any(case.kind == "perf" for _, case in cases)

@@ -37,6 +37,8 @@ PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UID_RANGE = range(64000, 65000)
 CCACHE_GID = 63999
 TMPFS_BYTES = 1 << 30  # the private /tmp lives in memory (and /dev/shm, a quarter of this)
+# The cores this process may run on: under taskset or a cpuset, fewer than the machine has.
+CPUS = max(1, len(os.sched_getaffinity(0)))
 OUTPUT_KEPT = 64 << 10  # of a run's stdout and stderr, the first and the last this many bytes each
 # Variables a run keeps; HOME and TMPDIR are set to its folder. Anything else (secrets
 # included) is dropped.
