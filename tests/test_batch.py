@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -130,6 +131,17 @@ def test_a_cgroups_memory_limit_bounds_the_batch(tmp_path, cgroup, limit_file, t
     (tmp_path / "fs" / limit_file).parent.mkdir(parents=True)
     (tmp_path / "fs" / limit_file).write_text(text)
     assert batch.cgroup_memory_limit_gb(str(tmp_path / "cgroup"), str(tmp_path / "fs")) == gb
+
+
+def test_a_grading_counts_only_the_cores_it_may_run_on():
+    """Under taskset (or a Slurm task's cpuset) a lone grading's compilers and CPU-time limits
+    follow the cores it was given, not the machine's."""
+    script = ("import os; os.environ.pop('MAX_JOBS', None); from autograder.grade import child_env; "
+              "from autograder.sandbox import CPUS; print(CPUS, child_env(None)['MAX_JOBS'])")
+    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
+    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", script], env=env, cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "1"]
 
 
 def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
