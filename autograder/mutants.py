@@ -37,10 +37,15 @@ class Mutant:
     sandbox: str = ""               # the sandbox mode its verdict needs; graded elsewhere, it is skipped
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
     found_by: str = ""              # a compute-sanitizer tool, or "tests" (then `loses` says which)
+    either: tuple[str, ...] = ()    # tests a race loses only sometimes: lost or kept, both are right
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
         return {n for n in lost if not any(fnmatch.fnmatchcase(n, p) for p in self.keeps)}
+
+    def unsettled(self, test_names: list[str]) -> set[str]:
+        """The tests whose verdict says nothing about this mutant (`either`)."""
+        return {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.either)}
 
 
 def load(unit: Unit) -> dict[str, Mutant]:
@@ -80,7 +85,8 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
             entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),
-            int(entry.get("min_gpus", 0)), entry.get("sandbox", ""), entry.get("found_by", ""))
+            int(entry.get("min_gpus", 0)), entry.get("sandbox", ""), entry.get("found_by", ""),
+            tuple(entry.get("either", ())))
     return found
 
 
