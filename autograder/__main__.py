@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import tempfile
 
@@ -26,6 +27,12 @@ def _grade_and_report(submission: str, unit, out: str, **options) -> bool:
     print(report.table(result))
     print(f"wrote {path}")
     return all(t.passed or t.not_run for t in result.tests)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """SIGTERM (kill, timeout, a batch's or Slurm's time limit) unwinds like an error: each
+    grading's `finally` ends its sandbox's processes, which run in sessions of their own."""
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     if hasattr(args, "run"):
         return args.run(args)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a grading's sandbox lives in this process
     class_cli.check_out_folder(parser, "--out", args.out)
     class_cli.check_out_folder(parser, "--work", args.work)
     class_cli.check_time_limit(parser, args.time_limit)

@@ -22,12 +22,14 @@ A submission whose hash and the grader's version match its last grading is skipp
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import queue
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,7 @@ from course.cases import needed
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
 GRACE_S = 300                # past the grading's own time limit, before its process is killed
+STOP_GRACE_S = 30            # for it to end its sandbox's processes once told to stop
 
 
 def content_hash(path: str) -> str:
@@ -192,7 +195,11 @@ def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
+            process.terminate()  # first: it ends its sandbox's processes, out of this group's reach
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=STOP_GRACE_S)
+            with contextlib.suppress(ProcessLookupError):  # its group may have ended with it
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             return f"the grading process ran past {timeout:.0f} s and was killed"
     return None if code == 0 else f"the grading process exited with status {code} (see grade.log)"

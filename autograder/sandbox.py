@@ -327,16 +327,8 @@ class Sandbox:
 
     def kill_all(self) -> None:
         """Every process of the sandbox uid (none left alive to write anything later)."""
-        if self.uid is None:
-            return
-        for _ in range(100):  # a process may fork while its siblings are killed
-            pids = _pids_of(self.uid)
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
+        if self.uid is not None:
+            _kill_every_process_of(self.uid)
 
     def close(self) -> None:
         self.kill_all()
@@ -434,10 +426,25 @@ def _take_uid() -> tuple[int | None, object]:
         except OSError:
             lock.close()
             continue
-        if not _pids_of(uid):  # left running by a grader that was killed
+        # Processes of a uid no lock holds were left by a grader that was killed (SIGKILL):
+        # they may still hold the GPU, so they end here.
+        if not _kill_every_process_of(uid):
             return uid, lock
         lock.close()
     return None, None
+
+
+def _kill_every_process_of(uid: int) -> list[int]:
+    """SIGKILL every process of `uid`; those still there after a while (none, normally)."""
+    for _ in range(100):  # a process may fork while its siblings are killed
+        pids = _pids_of(uid)
+        if not pids:
+            return []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    return _pids_of(uid)
 
 
 def _pids_of(uid: int) -> list[int]:

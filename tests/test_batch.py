@@ -144,6 +144,19 @@ def test_a_grading_counts_only_the_cores_it_may_run_on():
     assert out == ["1", "1"]
 
 
+def test_a_grading_past_its_time_is_told_to_stop_before_it_is_killed(tmp_path, monkeypatch):
+    """SIGTERM first: the grading ends its sandbox's processes, which its group does not hold."""
+    monkeypatch.setattr(batch, "STOP_GRACE_S", 20)
+    stopped = tmp_path / "stopped"
+    code = (f"import signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(143)))\n"
+            f"time.sleep(100)\n")
+    start = time.time()
+    why = batch._run_grading([sys.executable, "-c", code], dict(os.environ), str(tmp_path / "grade.log"), 2)
+    assert why == "the grading process ran past 2 s and was killed" and stopped.exists()
+    assert time.time() - start < 15  # it ended when told, not at the end of the grace
+
+
 def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
     assert batch.worker_plan(None, ["0"] * 8, cpus=16, memory_gb=128) == (8, 2)
     assert batch.worker_plan(None, [], cpus=2, memory_gb=64) == (1, 2)

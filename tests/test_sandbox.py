@@ -206,6 +206,29 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
         box.close()
 
 
+def test_processes_of_a_killed_grader_end_when_its_uid_is_taken_again(tmp_path):
+    """A grader killed outright (SIGKILL) ends none of its sandbox's processes, and its uid's
+    lock goes with it: the next grading to find that uid free ends them first."""
+    if os.geteuid() != 0:
+        pytest.skip("a uid of its own needs a root grader")
+    uid, lock = _take_uid()
+    box = Sandbox("uid", uid, _lock=lock)
+    again = None
+    try:
+        folder = box.folder(str(tmp_path), "run_")
+        run = box.start(["sh", "-c", "(setsid sleep 306.5 &)"], writable=[folder], cwd=folder,
+                        env=dict(os.environ), limits=LIMITS)
+        run.process.wait()
+        lock.close()  # its grader is gone, and never ended the sleep
+        assert _alive("306.5")
+        again = _take_uid()
+        assert again[0] == uid and _alive("306.5") == []
+    finally:
+        box.close()
+        if again and again[1]:
+            again[1].close()
+
+
 def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     """The course's solutions hold what students must never read: reference sources, answer keys,
     mutants, the hidden cases. A bwrap run sees their folder empty but for the suite files a
