@@ -40,11 +40,11 @@ def check(unit, out: str) -> list[str]:
         ran = [t["name"] for t in tests if not t["output"].startswith("not run")]
         failed = {t["name"] for t in tests if t["status"] == "failed" and t["name"] in ran}
         who = entry.rsplit("_", 1)[0]
-        expected = found[who].expected_losses(ran) if who in found else set()
+        mutant = found.get(who)
+        expected = mutant.expected_losses(ran) if mutant else set()
         expected |= lost_with(spec, expected) & set(ran)  # `loses` need not list them
-        if who in found:
-            either = found[who].unsettled(ran)
-            failed, expected = failed - either, expected - either
+        either = mutant.unsettled(ran) if mutant else set()
+        failed, expected = failed - either, expected - either
         if failed != expected:
             problems.append(f"{entry}: lost {sorted(failed - expected)} unexpectedly, kept {sorted(expected - failed)}")
     return problems
