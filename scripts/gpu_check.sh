@@ -5,7 +5,9 @@
 #   scripts/gpu_check.sh suite [pytest args]   the test suite with its CUDA tests, notebooks and
 #                                              GPU-only mutants (PYTEST_WORKERS, default 6; the
 #                                              tests graded by timings run alone, first;
-#                                              SELECT="a -k expression" to limit)
+#                                              SELECT="a -k expression" to limit; a unit's GPU-only
+#                                              mutants: SELECT="test_mutant_loses_exactly_its_tests
+#                                              and day05" ... suite tests/test_autograder.py -m gpu)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
 #   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05
