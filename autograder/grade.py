@@ -272,9 +272,9 @@ def grade(submission: str, unit: Unit, *, seed: int | None = None, work: str | N
         result = _grade(submission, unit, seed, root, sandbox, env, deadline, capability is not None, baselines,
                         build_timeout=build_timeout, case_timeout=case_timeout, tests=tests, own_tests=own_tests,
                         gpu_lock=lock, keep_build=keep_build, prebuilt=prebuilt)
-    finally:
-        baselines.close()
+    finally:  # the sandbox's processes first: waiting for the reference's build may take minutes
         sandbox.close()
+        baselines.close()
         if not keep_work:
             shutil.rmtree(root, ignore_errors=True)
     return result
