@@ -10,7 +10,7 @@ import pytest
 from autograder import mutants, report
 from autograder.grade import grade
 from conftest import GPUS, absent
-from helpers import cpu_path_has_todo, skip_without_gpu_if_gpu_only
+from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only
 from course.authoring import units
 from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
@@ -106,8 +106,6 @@ def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
 def test_a_race_mutants_either_tests_count_neither_way(tmp_path, monkeypatch):
     """A test a race loses only sometimes (`either`) is right lost or kept; the others still
     have to be exactly its losses, in the test above and in a sample class's check."""
-    from autograder import sample_class
-
     unit = units.load("day03_layernorm_backward")
     race = mutants.load(unit)["partials_race"]
     assert race.unsettled(["cuda_gradcheck_fp64_many_rows", "cuda_fp32_small"]) == {"cuda_gradcheck_fp64_many_rows"}
@@ -116,11 +114,7 @@ def test_a_race_mutants_either_tests_count_neither_way(tmp_path, monkeypatch):
     must = race.expected_losses(names) - race.unsettled(names)
 
     def problems(lost: set[str]) -> list[str]:
-        folder = tmp_path / "results" / "partials_race_0"
-        folder.mkdir(parents=True, exist_ok=True)
-        tests = [{"name": n, "status": "failed" if n in lost else "passed", "output": ""} for n in names]
-        (folder / "results.json").write_text(json.dumps({"tests": tests}))
-        return sample_class.check(unit, str(tmp_path))
+        return sample_class_problems(unit, str(tmp_path), "partials_race_0", names, lost)
 
     assert problems(must) == [] and problems(must | {"cuda_gradcheck_fp64_many_rows"}) == []
     assert "kept ['cuda_fp32_small']" in problems(must - {"cuda_fp32_small"})[0]

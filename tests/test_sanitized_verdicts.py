@@ -1,19 +1,19 @@
 """The graded sanitizer cases' verdicts come from the tool's exit code: a stand-in for
 compute-sanitizer, on a machine without a GPU, exits as the real one would."""
-import json
 import os
 import stat
 
 import pytest
 import torch
 
-from autograder import mutants, sample_class, sanitized
+from autograder import mutants, sanitized
 from autograder.deadline import Deadline
 from autograder.grade import child_env
 from autograder.sandbox import Sandbox
 from course.authoring import units
 from course.judge import Verdict
 from course.sanitize import ERROR_EXIT, SANITIZER
+from helpers import sample_class_problems
 
 UNIT = units.load("day04_layernorm_edge_cases")
 SPEC = UNIT.tests()
@@ -100,11 +100,7 @@ def test_a_case_lost_on_a_small_input_costs_the_sanitizer_cases_that_run_it(tmp_
     monkeypatch.setattr(mutants, "load", lambda unit: {"wrong_small": wrong_small})
 
     def checked(lost: set[str]) -> list[str]:
-        folder = tmp_path / "results" / "wrong_small_0"
-        folder.mkdir(parents=True, exist_ok=True)
-        tests = [{"name": n, "status": "failed" if n in lost else "passed", "output": ""} for n in names]
-        (folder / "results.json").write_text(json.dumps({"tests": tests}))
-        return sample_class.check(UNIT, str(tmp_path))
+        return sample_class_problems(UNIT, str(tmp_path), "wrong_small_0", names, lost)
 
     assert checked({small[0][1].name} | sanitized.lost_with(SPEC, {small[0][1].name})) == []
     assert "kept" in checked({small[0][1].name})[0]
