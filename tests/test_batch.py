@@ -152,9 +152,9 @@ def test_a_grading_past_its_time_is_told_to_stop_before_it_is_killed(tmp_path, m
             f"signal.signal(signal.SIGTERM, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(143)))\n"
             f"time.sleep(100)\n")
     start = time.time()
-    why = batch._run_grading([sys.executable, "-c", code], dict(os.environ), str(tmp_path / "grade.log"), 2)
-    assert why == "the grading process ran past 2 s and was killed" and stopped.exists()
-    assert time.time() - start < 15  # it ended when told, not at the end of the grace
+    why = batch._run_grading([sys.executable, "-c", code], dict(os.environ), str(tmp_path / "grade.log"), 5)
+    assert why == "the grading process ran past 5 s and was killed" and stopped.exists()
+    assert time.time() - start < 5 + 10  # it ended when told, not at the end of the grace
 
 
 def test_workers_bounded_by_cores_memory_and_spread_over_gpus():
