@@ -18,7 +18,7 @@ import pytest
 
 from autograder import mutants, report
 from autograder.grade import grade
-from autograder.sandbox import UID_RANGE, Sandbox
+from autograder.sandbox import Sandbox
 from course.authoring import units
 from helpers import built_unit
 
@@ -165,42 +165,6 @@ def test_hostile_submission_leaves_the_report_alone_after_the_grader_exits(mutan
     _check(mutant, json.loads(written), tmp_path, ended, secret)
 
 
-def _uid_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            return next(int(line.split()[1]) for line in handle if line.startswith("Uid:"))
-    except (OSError, StopIteration):
-        return None
-
-
-def _case_processes(grader: int, timeout: float) -> list[tuple[int, int]]:
-    """(pid, uid) of the grader's sandboxed descendants once one runs a case (autograder.child)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        parents, commands = {}, {}
-        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
-            try:
-                with open(f"/proc/{pid}/stat") as handle:
-                    parents[pid] = int(handle.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                    commands[pid] = handle.read()
-            except (OSError, IndexError, ValueError):
-                continue
-
-        def under_grader(pid: int) -> bool:
-            while pid > 1:
-                pid = parents.get(pid, 0)
-                if pid == grader:
-                    return True
-            return False
-
-        found = [(pid, _uid_of(pid)) for pid in parents if _uid_of(pid) in UID_RANGE and under_grader(pid)]
-        if any(b"autograder.child" in commands.get(pid, b"") for pid, _ in found):
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"no case of the grading started within {timeout:.0f} s")
-
-
 def test_a_grader_told_to_stop_leaves_no_process_of_its_sandbox(tmp_path):
     """SIGTERM (kill, a batch's or Slurm's time limit) ends a grading and every process of its
     sandbox. In a uid sandbox they run in sessions of their own: nothing else reaches them."""
@@ -211,15 +175,17 @@ def test_a_grader_told_to_stop_leaves_no_process_of_its_sandbox(tmp_path):
                "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--seed", str(SEED)]
     grader = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               start_new_session=True)
-    children = []
     try:
-        children = _case_processes(grader.pid, timeout=240)
+        end = time.time() + 240
+        while not any("autograder.child" in process for process in _alive(tmp_path, None, 0)):
+            assert time.time() < end and grader.poll() is None, "no case of the grading started"
+            time.sleep(0.2)
         grader.send_signal(signal.SIGTERM)
         assert grader.wait(timeout=60) == 128 + signal.SIGTERM, grader.stderr.read()[-3000:]
-        assert [pid for pid, uid in children if _uid_of(pid) == uid] == []
+        assert _alive(tmp_path, None, 0) == []
         assert not (tmp_path / "out" / "results.json").exists() and os.listdir(tmp_path / "work") == []
     finally:
-        for pid in [grader.pid, *(pid for pid, uid in children if _uid_of(pid) == uid)]:
+        for pid in [grader.pid, *(int(process.split()[0]) for process in _alive(tmp_path, None, 0))]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         grader.wait()
