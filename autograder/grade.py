@@ -299,8 +299,8 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             unit, submission, sandbox, work, env, deadline, build_timeout)
         if keep_build and built is not None:
             _keep(keep_build, source_dir, built, unit, build_box)
+    result.timings["build_s"] = build_test.seconds = time.perf_counter() - start
     result.tests.append(build_test)
-    result.timings["build_s"] = time.perf_counter() - start
 
     index_of = {case.name: index for index, case in enumerate(spec.CASES)}
     public = public_case_names(unit)
@@ -315,6 +315,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     # Read from the build's files here, as data: the child's profile names the kernels that ran.
     own_kernels = defined_kernels(submission_files(built.library, built.prefix, source_dir)) if built else frozenset()
     verdicts: dict[int, Verdict] = {}
+    sanitizer_seconds: dict[int, float] = {}  # each sanitizer case's whole run under its tool
     tests_start = time.perf_counter()
     for group, cases in _in_run_order(groups):
         device = cases[0][1].device
@@ -338,10 +339,13 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
         if not ready:
             continue
         if ready[0][1].kind == SANITIZER:
-            verdicts.update(sanitized_verdicts(spec, ready, dict(
-                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,),
-                gpu_lock=gpu_lock), seed,
-                lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
+            for index, case in ready:
+                case_start = time.perf_counter()
+                verdicts.update(sanitized_verdicts(spec, [(index, case)], dict(
+                    load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,),
+                    gpu_lock=gpu_lock), seed,
+                    lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
+                sanitizer_seconds[index] = time.perf_counter() - case_start
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
         timed = [(index, case) for index, case in ready if case.kind == "perf"]
@@ -354,11 +358,13 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     spawn_seconds = runner.spawn_seconds + baselines.spawn_seconds
     if baselines.build_s is not None:
         result.timings["reference_build_s"] = baselines.build_s
+        result.timings["baselines_s"] = baselines.run_s
     result.timings["children"] = float(len(spawn_seconds))
     result.timings["child_start_s"] = sum(spawn_seconds)
     if gpu_lock is not None:
         result.timings["gpu_lock_wait_s"] = runner.lock_wait_seconds + baselines.lock_wait_seconds
 
+    seconds = {**runner.case_seconds, **sanitizer_seconds}
     for index, case in enumerate(spec.CASES):
         if index not in verdicts:  # not among the tests asked for
             continue
@@ -367,12 +373,14 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             case.name, case.points, verdict.passed, verdict.message,
             visibility="visible" if case.name in public else "after_published",
             tags=(case.group, case.device), not_run=verdict.message.startswith("not run"),
-            fraction=verdict.fraction))
+            fraction=verdict.fraction, seconds=seconds.get(index)))
         if verdict.measurements:
             result.perf[case.name] = verdict.measurements
     has_own_tests = unit.build == "wheel" and os.path.isdir(os.path.join(source_dir, "tests"))
     if own_tests and built is not None and has_own_tests:
+        own_start = time.perf_counter()
         result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline, gpu_lock))
+        result.tests[-1].seconds = time.perf_counter() - own_start
     result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
@@ -390,6 +398,7 @@ class _Baselines:
         self.spawn_seconds: list[float] = []
         self.lock_wait_seconds = 0.0
         self.build_s: float | None = None
+        self.run_s = 0.0  # in the baseline children, after the reference was fetched
         self._pool: ThreadPoolExecutor | None = None
         self._fetch: Future | None = None  # of the Reference, or why there is none
 
@@ -420,6 +429,7 @@ class _Baselines:
         found = self._fetch.result()
         if isinstance(found, str):
             return {index: found for index, _ in cases}
+        start = time.perf_counter()
         # A fresh copy per group, made after the student's last child was stopped.
         box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
         self.sandbox.give(box)
@@ -429,6 +439,7 @@ class _Baselines:
         outcomes = runner.run(group, device, cases, inputs)
         self.spawn_seconds += runner.spawn_seconds
         self.lock_wait_seconds += runner.lock_wait_seconds
+        self.run_s += time.perf_counter() - start
         return outcomes
 
 

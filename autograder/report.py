@@ -39,6 +39,7 @@ def results_json(grade: Grade) -> dict:
         "output": test.output,
         "visibility": test.visibility,
         "tags": list(test.tags),
+        **({"extra_data": {"seconds": round(test.seconds, 2)}} if test.seconds is not None else {}),
     } for test in grade.tests]
     timings = ", ".join(f"{key} {value:.1f}" for key, value in grade.timings.items())
     return {
@@ -69,14 +70,15 @@ def summary(grade: Grade) -> str:
 
 def table(grade: Grade) -> str:
     width = max(len(t.name) for t in grade.tests)
-    lines = [f"{'test':<{width}}  points     status   reason", "-" * (width + 60)]
+    lines = [f"{'test':<{width}}  points     status   seconds  reason", "-" * (width + 69)]
     for test in grade.tests:
         status = "PASS" if test.passed else ("NOT RUN" if test.not_run else "FAIL")
         # A test scored by fraction (perf) always shows why: its timing line.
         shown = not test.passed or test.fraction is not None
         reason = (test.output.strip().splitlines() or [""])[0][:160] if shown else ""
         points = f"{test.score:g}/{test.max_score:g}"
-        lines.append(f"{test.name:<{width}}  {points:<10} {status:<8} {reason}")
+        seconds = "" if test.seconds is None else f"{test.seconds:.1f}"
+        lines.append(f"{test.name:<{width}}  {points:<10} {status:<8} {seconds:>7}  {reason}")
     lines.append(f"{grade.unit}: {summary(grade)}")
     lines.append("timings: " + ", ".join(f"{k}={v:.1f}" for k, v in grade.timings.items()))
     lines.append(sandbox_line(grade))

@@ -16,6 +16,7 @@ class TestResult:
     not_run: bool = False
     fraction: float | None = None  # of max_score earned (perf tests); None: all if passed, else none
     log: str = field(default="", repr=False)  # a failed build's whole log: build.log, never results.json
+    seconds: float | None = None  # its time on the grader's clock; None where nothing of it ran
 
     @property
     def score(self) -> float:

@@ -133,6 +133,9 @@ class GroupRunner:
         self.wrapper, self.slowdown, self.gpu_lock = wrapper, slowdown, gpu_lock
         self.lock_wait_seconds = 0.0
         self.spawn_seconds: list[float] = []
+        # Each case's time on this process's clock: from when it was seen to start (or, for one
+        # too quick to be seen, from the previous case's end) to its result or its child's end.
+        self.case_seconds: dict[int, float] = {}
         self.exit_code: int | None = None  # the last child's (its wrapper's, if any)
         self.stdout = ""                   # the last child's standard output
 
@@ -234,7 +237,7 @@ class GroupRunner:
         timeouts = {index: self.timeout(case) for index, case in cases}
         started = idle_since = time.monotonic()
         waited = 0.0  # for the GPU's lock
-        gate_open, ready_at, done_count, seen = open_gate is None, None, 0, {}  # seen: case -> first seen started
+        gate_open, ready_at, ended, seen = open_gate is None, None, set(), {}  # seen: case -> first seen started
         while True:
             code = run.poll()
             now = time.monotonic()
@@ -246,12 +249,16 @@ class GroupRunner:
                 ready_at = idle_since = now
                 self.spawn_seconds.append(now - started - waited)
             done = {i for i, _ in cases if os.path.exists(files.result(i))}
-            if len(done) != done_count:
-                done_count, idle_since = len(done), now
+            if done != ended:
+                for index in done - ended:
+                    self.case_seconds[index] = now - seen.get(index, idle_since)
+                ended, idle_since = done, now
             for index, _ in cases:
                 if index not in seen and index not in done and os.path.exists(files.started(index)):
                     seen[index] = now
             running = next((i for i, _ in cases if i in seen and i not in done), None)
+            if running is not None:
+                self.case_seconds[running] = now - seen[running]  # so far: a case the child stops in keeps it
             if code is not None:
                 self.exit_code = code
                 return self._exit_reason(code, ready_at is not None, running, len(done) == len(cases))

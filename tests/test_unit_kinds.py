@@ -10,6 +10,7 @@ import pytest
 
 from autograder import mutants, reference, report, stored_build
 from autograder.grade import child_env, grade
+from autograder.runner import POLL_SECONDS
 from course.authoring import generate, units
 from course.authoring.run_notebook import outputs_text, run
 import toy_course
@@ -67,6 +68,24 @@ def test_reference_gets_full_marks_and_visibility_follows_the_public_file(name, 
     assert data["score"] == 3, report.table(result)  # the build and both cases
     visibility = {test["name"]: test["visibility"] for test in data["tests"]}
     assert visibility == {"build": "visible", "cpu_scale_small": "visible", "cpu_scale_long": "after_published"}
+
+
+def test_the_report_times_each_test_on_the_graders_clock(course, tmp_path):
+    """Which test a grading spends its time on: the parent's own clock, from a case's start
+    to its result, in the table and in each test's extra_data."""
+    unit = units.load("toy03_python", course)
+    unit.write("solution", str(tmp_path / "submission"))
+    source = tmp_path / "submission" / "scale.py"
+    source.write_text("import time\n\n" + source.read_text().replace(
+        "    return 2 * x", "    if x.numel() == 1000:  # cpu_scale_long alone\n        time.sleep(1.5)\n    return 2 * x"))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    seconds = {test["name"]: test["extra_data"]["seconds"] for test in data["tests"]}
+    assert data["score"] == 3 and seconds.keys() == {"build", "cpu_scale_small", "cpu_scale_long"}, report.table(result)
+    # Seen to start at the first poll after it did: up to a poll late.
+    assert seconds["cpu_scale_long"] >= 1.5 - 2 * POLL_SECONDS and seconds["cpu_scale_small"] < 1, seconds
+    long = next(test for test in result.tests if test.name == "cpu_scale_long")
+    row = next(line for line in report.table(result).splitlines() if line.startswith("cpu_scale_long"))
+    assert f"{long.seconds:.1f}" in row.split()
 
 
 @pytest.mark.parametrize("name", list(TOYS))
