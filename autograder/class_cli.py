@@ -73,7 +73,7 @@ def _grade_all(args) -> int:
     progress = batch.grade_all(submissions, options, gpus, args.jobs)
     if not args.no_reports:
         gradebook.write_reports(options.out, unit.name, args.anonymise)
-        print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md", file=sys.stderr)
+        print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
     return 1 if progress.failed else 0
 
 

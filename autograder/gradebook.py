@@ -1,6 +1,6 @@
 """A class's reports, read back from a batch's folder (OUT/results/<id>/): the gradebook
-for Gradescope's score upload, the perf leaderboard, what the class failed most, and the
-written answers to grade by hand (answers.csv).
+for Gradescope's score upload, the perf leaderboard, what the class failed most, which tests
+the grading's time went to, and the written answers to grade by hand (answers.csv).
 
 Everything here is rebuilt from the files each grading left, so the shards of a Slurm
 array, written into one OUT, merge by running this once (`python -m autograder merge OUT`).
@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import os
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ STATE = "grading.json"       # who handed it in, its hash, the grader's version,
 EXPECTED = "expected.json"
 # Gradescope's score upload matches rows by Email (or SID); Total Score is the score.
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
+TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
 
 
 @dataclass
@@ -277,6 +279,25 @@ def failure_summary(records: list[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
+    """For the instructor: the tests the batch spent its time on (each test's seconds on the
+    grader's clock), with the submission that took longest on each."""
+    seconds: dict[str, list[tuple[float, str]]] = {}
+    for record in records:
+        for test in (record.results or {}).get("tests", ()):
+            extra = test.get("extra_data")
+            if isinstance(extra, dict) and finite_number(extra.get("seconds")):
+                seconds.setdefault(test["name"], []).append((float(extra["seconds"]), record.id))
+    graded = sum(1 for r in records if r.results)
+    lines = [f"# Grading time: {graded} submissions graded", "",
+             "| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
+    for name, times in sorted(seconds.items(), key=lambda item: -sum(s for s, _ in item[1]))[:rows]:
+        longest, who = max(times)
+        lines.append(f"| `{name}` | {sum(s for s, _ in times):.1f} | {statistics.median(s for s, _ in times):.1f} "
+                     f"| {longest:.1f} (`{who}`) |")
+    return "\n".join(lines) + "\n"
+
+
 def feedback_text(results: dict) -> str:
     """The readable twin of results.json, for the student."""
     possible = sum(test["max_score"] for test in results["tests"])
@@ -296,4 +317,6 @@ def write_reports(out: str, unit: str, anonymise: bool = False) -> list[Record]:
     write_leaderboard(records, out, unit, anonymise)
     with open(os.path.join(out, "failures.md"), "w", encoding="utf-8") as handle:
         handle.write(failure_summary(records))
+    with open(os.path.join(out, "grading_time.md"), "w", encoding="utf-8") as handle:
+        handle.write(time_summary(records))
     return records

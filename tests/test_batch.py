@@ -95,6 +95,7 @@ def test_a_class_graded_resumed_and_split_over_two_gpus(tmp_path, capsys):
     assert "FAILED" in (out / "results" / "submission_4" / "feedback.txt").read_text()
     failures = (out / "failures.md").read_text()
     assert all(f"`{name}` | 1 of 5" in failures for name in lost) and "`build` | 1 of 5" in failures
+    assert "| `build` |" in (out / "grading_time.md").read_text()  # each test timed in every grading
     board = (out / "leaderboard.md").read_text() + (out / "leaderboard.html").read_text()
     assert "anon-" in board and not any(name in board for people in STUDENTS.values() for name, _, _ in people)
     assert "[5/5]" in capsys.readouterr().err  # the progress line

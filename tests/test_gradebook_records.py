@@ -171,3 +171,18 @@ def test_a_submission_no_shard_reached_is_listed_by_who_handed_it_in(tmp_path):
     assert {who: float(rows[who]["Total Score"]) for who in CLASS} == CLASS
     assert rows["carol"]["Email"] == "carol@example.edu" and rows["carol"]["Total Score"] == "0"
     assert "- `carol`: results/carol/grading.json: missing" in failures.split("## Not graded")[1]
+
+
+def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path):
+    """grading_time.md: each test's seconds over the class, most first, from each results.json;
+    a seconds value that is not a number is passed over, its submission still counted."""
+    for who, seconds in (("ada", 2.0), ("grace", 10.0), ("bob", "slow")):
+        results = _results(1.0)
+        results["tests"][0]["extra_data"] = {"seconds": seconds}
+        results["tests"][1]["extra_data"] = {"seconds": 0.5}
+        _submission(tmp_path, who, _state(who), results)
+    gradebook.write_reports(str(tmp_path), UNIT)
+    text = (tmp_path / "grading_time.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert text.startswith("# Grading time: 3 submissions graded")
+    assert rows == ["| `cpu_values` | 12.0 | 6.0 | 10.0 (`grace`) |", "| `cpu_perf` | 1.5 | 0.5 | 0.5 (`grace`) |"]
