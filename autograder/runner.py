@@ -133,8 +133,8 @@ class GroupRunner:
         self.wrapper, self.slowdown, self.gpu_lock = wrapper, slowdown, gpu_lock
         self.lock_wait_seconds = 0.0
         self.spawn_seconds: list[float] = []
-        # Each case's time on this process's clock: from when it was seen to start (or, for one
-        # too quick to be seen, from the previous case's end) to its result or its child's end.
+        # Each case's time on this process's clock, to a poll: from when it was seen to start (or
+        # the previous case's end) to when its result was seen (or its child's end).
         self.case_seconds: dict[int, float] = {}
         self.exit_code: int | None = None  # the last child's (its wrapper's, if any)
         self.stdout = ""                   # the last child's standard output
@@ -250,8 +250,11 @@ class GroupRunner:
                 self.spawn_seconds.append(now - started - waited)
             done = {i for i, _ in cases if os.path.exists(files.result(i))}
             if done != ended:
-                for index in done - ended:
-                    self.case_seconds[index] = now - seen.get(index, idle_since)
+                mark = idle_since  # the previous case's end: the child runs its cases in order
+                for index, _ in cases:
+                    if index in done and index not in ended:
+                        self.case_seconds[index] = now - max(seen.get(index, mark), mark)
+                        mark = now  # any after it that ended in this poll took less than a poll
                 ended, idle_since = done, now
             for index, _ in cases:
                 if index not in seen and index not in done and os.path.exists(files.started(index)):
