@@ -379,8 +379,9 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
     has_own_tests = unit.build == "wheel" and os.path.isdir(os.path.join(source_dir, "tests"))
     if own_tests and built is not None and has_own_tests:
         own_start = time.perf_counter()
-        result.tests.append(_own_tests(built, source_dir, sandbox, build_box, env, deadline, gpu_lock))
-        result.tests[-1].seconds = time.perf_counter() - own_start
+        own = _own_tests(built, source_dir, sandbox, build_box, env, deadline, gpu_lock)
+        own.seconds = time.perf_counter() - own_start
+        result.tests.append(own)
     result.tests += _written(unit, result.answers)
     result.timings["total_s"] = time.perf_counter() - start
     return result
