@@ -339,13 +339,12 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
         if not ready:
             continue
         if ready[0][1].kind == SANITIZER:
-            for index, case in ready:
-                case_start = time.perf_counter()
-                verdicts.update(sanitized_verdicts(spec, [(index, case)], dict(
-                    load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,),
-                    gpu_lock=gpu_lock), seed,
-                    lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels)))
-                sanitizer_seconds[index] = time.perf_counter() - case_start
+            found, timed_runs = sanitized_verdicts(spec, ready, dict(
+                load=student, sandbox=sandbox, work=work, env=env, deadline=deadline, shared=(build_box,),
+                gpu_lock=gpu_lock), seed,
+                lambda case, inputs, outcome: _verdict(spec, case, inputs, outcome, None, own_kernels))
+            verdicts.update(found)
+            sanitizer_seconds.update(timed_runs)
             continue
         input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
         timed = [(index, case) for index, case in ready if case.kind == "perf"]

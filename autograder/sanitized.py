@@ -11,6 +11,7 @@ report shown is the tool's own lines of the child's output.
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections.abc import Callable
 
 from autograder.runner import GroupRunner
@@ -35,12 +36,14 @@ def lost_with(spec, lost: set[str]) -> set[str]:
 
 
 def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int,
-                       judge_result: Callable[[Case, list[dict], dict | str], Verdict]) -> dict[int, Verdict]:
-    """{case index: verdict} for the sanitizer cases given. runner_args: GroupRunner's (load,
-    sandbox, work, env, deadline, shared) for the student's build; judge_result(case, its input
-    sets, the child's raw result): the grader's verdict on one case's result."""
+                       judge_result: Callable[[Case, list[dict], dict | str], Verdict]
+                       ) -> tuple[dict[int, Verdict], dict[int, float]]:
+    """({case index: verdict}, {case index: seconds of its run under the tool}) for the
+    sanitizer cases given. runner_args: GroupRunner's (load, sandbox, work, env, deadline,
+    shared) for the student's build; judge_result(case, its input sets, the child's raw
+    result): the grader's verdict on one case's result."""
     sanitizer = find_sanitizer()
-    verdicts = {}
+    verdicts, seconds = {}, {}
     for index, case in cases:
         tool, small = case.params["tool"], cases_run_under(spec, case)
         if sanitizer is None:
@@ -54,7 +57,9 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
                              wrapper=(sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
                                       "--print-limit", "10"))
         inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
+        start = time.perf_counter()
         reason, results = runner.run_once("cuda", case.device, small, inputs)
+        seconds[index] = time.perf_counter() - start
         names = ", ".join(c.name for _, c in small)
         if runner.exit_code == ERROR_EXIT:
             verdicts[index] = Verdict(False, f"{tool} reported errors while your op ran {names}:\n"
@@ -71,4 +76,4 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
                                                  f"on {wrong[0][0]}:\n{wrong[0][1].message[:500]}")
             else:
                 verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
-    return verdicts
+    return verdicts, seconds

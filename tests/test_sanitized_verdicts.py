@@ -47,7 +47,8 @@ def _verdicts(tmp_path, monkeypatch, script):
             "source_dir": str(tmp_path)}
     args = dict(load=load, sandbox=sandbox, work=str(tmp_path), env=env, deadline=Deadline(300), shared=())
     try:
-        verdicts = sanitized.sanitized_verdicts(SPEC, CASES, args, 1, _judged_by_its_kind)
+        verdicts, seconds = sanitized.sanitized_verdicts(SPEC, CASES, args, 1, _judged_by_its_kind)
+        assert seconds.keys() == verdicts.keys() and all(s > 0 for s in seconds.values())  # each tool run timed
         return {SPEC.CASES[i].name: v for i, v in verdicts.items()}
     finally:
         sandbox.close()
@@ -80,8 +81,8 @@ def test_a_run_that_did_not_finish_fails(tmp_path, monkeypatch, script):
 
 def test_without_the_tool_the_cases_are_not_run(tmp_path, monkeypatch):
     monkeypatch.setattr(sanitized, "find_sanitizer", lambda: None)
-    verdicts = sanitized.sanitized_verdicts(SPEC, CASES, {}, 1, _judged_by_its_kind)
-    assert all(v.message.startswith("not run: compute-sanitizer") for v in verdicts.values())
+    verdicts, seconds = sanitized.sanitized_verdicts(SPEC, CASES, {}, 1, _judged_by_its_kind)
+    assert all(v.message.startswith("not run: compute-sanitizer") for v in verdicts.values()) and seconds == {}
 
 
 def test_a_case_lost_on_a_small_input_costs_the_sanitizer_cases_that_run_it(tmp_path, monkeypatch):
