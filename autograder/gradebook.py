@@ -26,6 +26,7 @@ STATE = "grading.json"       # who handed it in, its hash, the grader's version,
 EXPECTED = "expected.json"
 # Gradescope's score upload matches rows by Email (or SID); Total Score is the score.
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
+SLOWEST = 5                  # grading_time.md: the whole gradings it names
 TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
 
 
@@ -289,8 +290,14 @@ def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
             if isinstance(extra, dict) and finite_number(extra.get("seconds")):
                 seconds.setdefault(test["name"], []).append((float(extra["seconds"]), record.id))
     graded = sum(1 for r in records if r.results)
-    lines = [f"# Grading time: {graded} submissions graded", "",
-             "| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
+    lines = [f"# Grading time: {graded} submissions graded", ""]
+    whole = sorted(((float(r.state["seconds"]), r.id) for r in records if finite_number(r.state.get("seconds"))),
+                   reverse=True)
+    if whole:  # the batch's last minutes are its slowest gradings: name them
+        slowest = ", ".join(f"`{who}` {s:.1f}" for s, who in whole[:SLOWEST])
+        lines += [f"Whole gradings, s: {whole[-1][0]:.1f} fewest, {statistics.median(s for s, _ in whole):.1f} median, "
+                  f"{sum(s for s, _ in whole):.1f} in all; the slowest: {slowest}.", ""]
+    lines += ["| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
     for name, times in sorted(seconds.items(), key=lambda item: -sum(s for s, _ in item[1]))[:rows]:
         longest, who = max(times)
         lines.append(f"| `{name}` | {sum(s for s, _ in times):.1f} | {statistics.median(s for s, _ in times):.1f} "

@@ -174,15 +174,17 @@ def test_a_submission_no_shard_reached_is_listed_by_who_handed_it_in(tmp_path):
 
 
 def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path):
-    """grading_time.md: each test's seconds over the class, most first, from each results.json;
-    a seconds value that is not a number is passed over, its submission still counted."""
+    """grading_time.md: each test's seconds over the class, most first, from each results.json,
+    and each whole grading's from its grading.json, slowest named first; a seconds value that is
+    not a number is passed over, its submission still counted."""
     for who, seconds in (("ada", 2.0), ("grace", 10.0), ("bob", "slow")):
         results = _results(1.0)
         results["tests"][0]["extra_data"] = {"seconds": seconds}
         results["tests"][1]["extra_data"] = {"seconds": 0.5}
-        _submission(tmp_path, who, _state(who), results)
+        _submission(tmp_path, who, {**_state(who), "seconds": seconds if who != "ada" else 30.0}, results)
     gradebook.write_reports(str(tmp_path), UNIT)
     text = (tmp_path / "grading_time.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert text.startswith("# Grading time: 3 submissions graded")
+    assert "Whole gradings, s: 10.0 fewest, 20.0 median, 40.0 in all; the slowest: `ada` 30.0, `grace` 10.0." in text
     assert rows == ["| `cpu_values` | 12.0 | 6.0 | 10.0 (`grace`) |", "| `cpu_perf` | 1.5 | 0.5 | 0.5 (`grace`) |"]
