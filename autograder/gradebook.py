@@ -295,8 +295,8 @@ def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
                    reverse=True)
     if whole:  # the batch's last minutes are its slowest gradings: name them
         slowest = ", ".join(f"`{who}` {s:.1f}" for s, who in whole[:SLOWEST])
-        lines += [f"Whole gradings, s: {whole[-1][0]:.1f} fewest, {statistics.median(s for s, _ in whole):.1f} median, "
-                  f"{sum(s for s, _ in whole):.1f} in all; the slowest: {slowest}.", ""]
+        lines += [f"Whole gradings, s: shortest {whole[-1][0]:.1f}, median {statistics.median(s for s, _ in whole):.1f}, "
+                  f"all together {sum(s for s, _ in whole):.1f}; the slowest: {slowest}.", ""]
     lines += ["| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
     for name, times in sorted(seconds.items(), key=lambda item: -sum(s for s, _ in item[1]))[:rows]:
         longest, who = max(times)

@@ -186,5 +186,6 @@ def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path)
     text = (tmp_path / "grading_time.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert text.startswith("# Grading time: 3 submissions graded")
-    assert "Whole gradings, s: 10.0 fewest, 20.0 median, 40.0 in all; the slowest: `ada` 30.0, `grace` 10.0." in text
+    assert ("Whole gradings, s: shortest 10.0, median 20.0, all together 40.0; "
+            "the slowest: `ada` 30.0, `grace` 10.0.") in text
     assert rows == ["| `cpu_values` | 12.0 | 6.0 | 10.0 (`grace`) |", "| `cpu_perf` | 1.5 | 0.5 | 0.5 (`grace`) |"]
