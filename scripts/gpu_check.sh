@@ -17,6 +17,11 @@
 #                                              compiled block) and triton_basics (day08's vector
 #                                              add and softmax) and rmsnorm_int8 (day09 against
 #                                              the unfused code and F.rms_norm); default all five
+#   scripts/gpu_check.sh class                 grade-all over a sample class (the reference and each
+#                                              mutant, COPIES each, default 3; UNIT, default day02) on
+#                                              GPUS (default all), confined to CORES (a taskset list)
+#                                              where set; then the class check (OUT/class/, its
+#                                              gradebook and grading_time.md)
 #   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
 #                                              keep every cell's output (OUT/notebook_UNIT.txt, and the
 #                                              notebook with its outputs, OUT/UNIT.ipynb, to commit)
@@ -104,6 +109,23 @@ case "$stage" in
       python3 bench/rmsnorm_int8.py --markdown "$OUT/rmsnorm_int8.md" 2>&1 | grep -v "^W" | tee "$OUT/rmsnorm_int8.txt"
     fi
     ;;
+  class)
+    unit="${UNIT:-day02_layernorm_forward}"
+    submissions="$(mktemp -d)"
+    python3 -m autograder.sample_class "$unit" "$submissions/class" --copies "${COPIES:-3}"
+    start=$(date +%s)
+    # A smaller machine's share of the cores: grade-all sizes its batch by the cores it may use.
+    ${CORES:+taskset -c $CORES} python3 -m autograder grade-all "$submissions/class" --unit "$unit" \
+      --out "$OUT/class" --gpus "${GPUS:-all}" 2>&1 | tr '\r' '\n' > "$OUT/grade_all.txt"
+    echo "================ class summary ================"
+    grep -v '^\[' "$OUT/grade_all.txt" | tail -n 5
+    echo "grade-all: $(( $(date +%s) - start )) s (GPUS=${GPUS:-all} CORES=${CORES:-all} COPIES=${COPIES:-3})"
+    python3 -m autograder.sample_class "$unit" "$submissions/class" --check "$OUT/class"
+    status=$?
+    head -n 25 "$OUT/class/grading_time.md"
+    rm -rf "$submissions"
+    exit $status
+    ;;
   notebook)
     [ $# -gt 0 ] || { echo "notebook: name one or more units, e.g. day05_layernorm_performance" >&2; exit 2; }
     status=0
@@ -120,7 +142,7 @@ case "$stage" in
     exit $status
     ;;
   *)
-    echo "unknown stage $stage: suite, grade, bench or notebook" >&2
+    echo "unknown stage $stage: suite, grade, bench, class or notebook" >&2
     exit 2
     ;;
 esac
