@@ -90,6 +90,18 @@ def test_the_report_times_each_test_on_the_graders_clock(course, tmp_path):
     assert f"{slow.seconds:.1f}" in row.split()
 
 
+def test_a_cpu_case_runs_where_no_gpu_is_visible(course, tmp_path):
+    """CPU cases' children are shown no GPU (not a wall: the device files are still there):
+    nothing they judge needs one, and their profiler then starts without CUDA's."""
+    unit = units.load("toy03_python", course)
+    unit.write("solution", str(tmp_path / "submission"))
+    source = tmp_path / "submission" / "scale.py"
+    source.write_text("import os\n\n" + source.read_text().replace(
+        "    return 2 * x", "    return 2 * x if os.environ.get('CUDA_VISIBLE_DEVICES') == '' else 3 * x"))
+    result, data = _grade(unit, tmp_path / "submission", tmp_path)
+    assert data["score"] == 3, report.table(result)
+
+
 @pytest.mark.parametrize("name", list(TOYS))
 def test_a_build_kept_by_a_first_step_runs_in_the_next_without_building_again(name, course, tmp_path, monkeypatch):
     """grade-all's two steps: the first stores its build before any test runs; the perf step
