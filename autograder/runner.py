@@ -197,11 +197,8 @@ class GroupRunner:
         # children of one submission (or of one reference copy) compile each once; nobody else's
         # children are given that folder.
         jit_cache = os.path.join(self.shared[0], "jit") if self.shared else None
-        # A CPU case has no use for a GPU, and a child that sees none profiles without CUPTI,
-        # whose start-up would fall in its first case's time.
-        env = self.env if device.startswith("cuda") else {**self.env, "CUDA_VISIBLE_DEVICES": ""}
         run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
-                                 writable=[files.folder, *self.shared], cwd=files.folder, env=env,
+                                 writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
                                  limits=Limits(cpu_seconds=int(wall * CPUS)),
                                  jit_cache=jit_cache)
         held: list[Held] = []
