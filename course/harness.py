@@ -120,14 +120,14 @@ class Profiled(NamedTuple):
 def _profile(spec, ext, inputs: dict, device: str) -> Profiled:
     """One call under the profiler. Its outputs are the ones to judge: an op that computes
     one way while profiled and another while not is then judged on the way it was seen."""
-    from torch.profiler import ProfilerActivity, profile
-
+    # torch.autograd's profiler, not torch.profiler's wrapper of it: the wrapper's first start
+    # imports torch._inductor (seconds), which a child would spend inside the case's time.
     _synchronize(device)  # nothing queued before the call runs inside the profile
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    with profile(activities=activities) as prof:
+    gpu = "cuda" if device.startswith("cuda") else None
+    with torch.autograd.profiler.profile(use_device=gpu, use_kineto=True) as prof:
         outputs = call(spec, ext, inputs)
         _synchronize(device)
-    events = list(prof.events())
+    events = list(prof.function_events)
     ops = sorted({event.name for event in events if not _on_gpu(event)})
     kernels = sorted({event.name for event in events if _on_gpu(event)})
     work = [(event.time_range.start, event.time_range.end) for event in events if _is_gpu_work(event)]
