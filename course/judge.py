@@ -40,10 +40,15 @@ def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:
     return min(1.0, max(0.0, (ratio - zero_at) / (full_at - zero_at)))
 
 
+def _within(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Where got is within atol + rtol*|expected| of expected (NaN is not)."""
+    got64, exp64 = got.double(), expected.double()
+    return (got64 - exp64).abs_() <= exp64.abs().mul_(rtol).add_(atol)  # in place: on temporaries only
+
+
 def wrong_elements(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
     """Where got is not within atol + rtol*|expected| of expected (NaN counts as wrong)."""
-    got64, exp64 = got.double(), expected.double()
-    return ~((got64 - exp64).abs() <= atol + rtol * exp64.abs())
+    return ~_within(got, expected, atol, rtol)
 
 
 # Elements compared at a time: a perf case's outputs have 10^8 elements, and whole float64
@@ -54,11 +59,8 @@ SLICE = 1 << 18
 def all_within(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
     """Whether wrong_elements would find none (same shapes), a slice at a time."""
     got, expected = got.reshape(-1), expected.reshape(-1)
-    for start in range(0, got.numel(), SLICE):
-        got64, exp64 = got[start:start + SLICE].double(), expected[start:start + SLICE].double()
-        if not bool(((got64 - exp64).abs_() <= exp64.abs().mul_(rtol).add_(atol)).all()):
-            return False
-    return True
+    return all(bool(_within(got[start:start + SLICE], expected[start:start + SLICE], atol, rtol).all())
+               for start in range(0, got.numel(), SLICE))
 
 
 def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
