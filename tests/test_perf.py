@@ -4,6 +4,7 @@ timed against the toy's reference solution."""
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import time
 import types
@@ -268,6 +269,32 @@ def test_execute_times_the_op_or_torchs_own(toy):
     assert ours["output_devices"] == [("cpu",)] * 3
     for outputs, inputs in zip(ours["outputs"], input_sets):  # the last timed call's, on each set
         assert torch.allclose(outputs[0], torch.softmax(inputs["x"], 1))
+
+
+def test_an_own_code_case_imports_no_compiler(toy):
+    """The own-code check sees ATen ops twice, under the profiler and in a dispatch mode. torch's
+    profiler wrapper imports torch._inductor on its first start, and its guard on a mode's
+    __torch_dispatch__ torch._dynamo on the first op: seconds inside the first such case of each
+    test process. A fresh interpreter shows whether they were loaded."""
+    unit, root = toy
+    script = f"""
+import dataclasses, sys, types
+import torch
+from course.authoring import units
+from course.cases import OWN_KERNEL, make_input_sets
+from course.harness import execute
+spec = units.load("perf_toy", {str(root)!r}).tests()
+case = dataclasses.replace(next(c for c in spec.CASES if c.name == "cpu_values"), checks=(OWN_KERNEL,))
+result = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case,
+                 make_input_sets(spec, case, seed=1))
+print(result["ops"], sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
+"""
+    repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": repository})
+    assert run.returncode == 0, run.stderr[-2000:]
+    ops, loaded = run.stdout.strip().splitlines()[-1].split("] ")
+    assert "aten::_softmax" in ops and loaded == "[]", run.stdout
 
 
 def test_timed_calls_run_without_nan_filling(toy):
