@@ -278,7 +278,7 @@ def test_an_own_code_case_imports_no_compiler(toy):
     test process. A fresh interpreter shows whether they were loaded."""
     unit, root = toy
     script = f"""
-import dataclasses, sys, types
+import dataclasses, json, sys, types
 import torch
 from course.authoring import units
 from course.cases import OWN_KERNEL, make_input_sets
@@ -287,14 +287,14 @@ spec = units.load("perf_toy", {str(root)!r}).tests()
 case = dataclasses.replace(next(c for c in spec.CASES if c.name == "cpu_values"), checks=(OWN_KERNEL,))
 result = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax(x, 1)), case,
                  make_input_sets(spec, case, seed=1))
-print(result["ops"], sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
+print(json.dumps([result["ops"], [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]]))
 """
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": repository})
     assert run.returncode == 0, run.stderr[-2000:]
-    ops, loaded = run.stdout.strip().splitlines()[-1].split("] ")
-    assert "aten::_softmax" in ops and loaded == "[]", run.stdout
+    ops, loaded = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "aten::_softmax" in ops and loaded == [], run.stdout
 
 
 def test_timed_calls_run_without_nan_filling(toy):
