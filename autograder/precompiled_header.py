@@ -1,6 +1,7 @@
-"""A precompiled ATen/ATen.h for the many builds of a test session or a class: the header each
-unit's C++ file includes first, parsed once instead of in every compile, where parsing it is
-half the compile's time (docs/performance.md, "A precompiled ATen.h").
+"""Precompiled headers for the many builds of a test session or a class: the headers the
+units' C++ files include first (ATen/ATen.h from day 02 on, torch/extension.h on day 01),
+parsed once instead of in every compile, where parsing them is half the compile's time
+(docs/performance.md, "A precompiled ATen.h").
 
 g++ looks for `ATen/ATen.h.gch` in each include folder just before the header itself, and
 uses it only if it was made by the same compiler with compatible options; otherwise it reads
@@ -9,7 +10,7 @@ a missing, stale or unusable file costs time, never a different build. The folde
 torch's version, its headers and the compiler; only the process that makes it writes there
 (sandboxed builds read it).
 
-    python -m autograder.precompiled_header BASE     make it under BASE (a lock makes it once)
+    python -m autograder.precompiled_header BASE     make them under BASE (a lock makes them once)
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import tempfile
 
 from course.build import EXTRA_CFLAGS, compile_extension, kill_group
 
-HEADER = "ATen/ATen.h"
+HEADERS = ("ATen/ATen.h", "torch/extension.h")  # the first is the one most units include
 MAKE_SECONDS = 600
 
 
@@ -33,23 +34,31 @@ def _compiler() -> str:
 
 
 def folder(base: str) -> str:
-    """Where the header made for this torch and this compiler lies under `base`."""
+    """Where the headers made for this torch and this compiler lie under `base`."""
     import torch
-    from torch.utils import cpp_extension
 
-    header = os.path.join(cpp_extension.include_paths()[0], HEADER)
-    info = os.stat(header)
     try:
         version = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         version = "unknown"
-    key = "\n".join([torch.__version__, os.path.realpath(header), str(info.st_size), str(info.st_mtime_ns),
+    headers = [(path, os.stat(path)) for path in map(_source, HEADERS)]
+    key = "\n".join([torch.__version__, *(f"{os.path.realpath(path)} {info.st_size} {info.st_mtime_ns}" for path, info in headers),
                      _compiler(), version, *EXTRA_CFLAGS])
     return os.path.join(os.path.abspath(base), f"torch-{torch.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
 
 
+def _source(header: str) -> str:
+    from torch.utils import cpp_extension
+
+    return os.path.join(cpp_extension.include_paths()[0], header)
+
+
+def _made(where: str, header: str) -> bool:
+    return os.path.isfile(os.path.join(where, header + ".gch"))
+
+
 def made(where: str) -> bool:
-    return os.path.isfile(os.path.join(where, HEADER + ".gch"))
+    return all(_made(where, header) for header in HEADERS)
 
 
 def _build_flags(build_dir: str) -> tuple[list[str], list[str]]:
@@ -61,12 +70,10 @@ def _build_flags(build_dir: str) -> tuple[list[str], list[str]]:
 
 
 def make(where: str, *, wait: bool = False) -> bool:
-    """Make the header in `where` unless it is there or being made (`wait`: until the other
-    maker is done); True once it is there. Its options are read from a build of an empty
+    """Make the headers in `where` unless they are there or being made (`wait`: until the other
+    maker is done); True once they are there. Their options are read from a build of an empty
     extension, so they are the ones torch's builds use here, whatever this torch version adds."""
-    from torch.utils import cpp_extension
-
-    os.makedirs(os.path.dirname(os.path.join(where, HEADER)), exist_ok=True)
+    os.makedirs(where, exist_ok=True)
     with open(where + ".lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
@@ -79,20 +86,23 @@ def make(where: str, *, wait: bool = False) -> bool:
             open(empty, "w").close()
             compile_extension("course_precompiled_header_probe", [empty], os.path.join(scratch, "build"))
             compiler, flags = _build_flags(os.path.join(scratch, "build"))
-        header = os.path.join(cpp_extension.include_paths()[0], HEADER)
-        partial = os.path.join(where, HEADER + ".gch.partial")
         env = {**os.environ, "CCACHE_DISABLE": "1"}  # hundreds of MB: not for the compiler cache
-        subprocess.run([*compiler, *flags, "-x", "c++-header", header, "-o", partial], env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS)
-        os.chmod(partial, 0o644)
-        # Renamed in whole: a compile that starts meanwhile finds the whole file or none.
-        os.replace(partial, os.path.join(where, HEADER + ".gch"))
+        for header in HEADERS:
+            if _made(where, header):
+                continue
+            os.makedirs(os.path.dirname(os.path.join(where, header)), exist_ok=True)
+            partial = os.path.join(where, header + ".gch.partial")
+            subprocess.run([*compiler, *flags, "-x", "c++-header", _source(header), "-o", partial], env=env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS)
+            os.chmod(partial, 0o644)
+            # Renamed in whole: a compile that starts meanwhile finds the whole file or none.
+            os.replace(partial, os.path.join(where, header + ".gch"))
     return True
 
 
 def start(base: str) -> tuple[str, subprocess.Popen | None]:
-    """The header's folder under `base`, and the process making the header there in the
-    background (None: made already). Builds that start before it is done read ATen.h as before.
+    """The headers' folder under `base`, and the process making them there in the background
+    (None: made already). Builds that start before one is done read that header as before.
     Where no folder can be had ('', None), builds go without: it only saves time."""
     try:
         where = folder(base)

@@ -82,8 +82,9 @@ def test_a_package_build_shows_one_short_line_per_compile_step():
 
 def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):
     """A file compiled with a build's own options (its ninja file's) uses the precompiled ATen.h
-    found through CPATH: g++ -H marks the header it used with "!". A file that is not a
-    precompiled header is passed over, and the header itself read."""
+    found through CPATH, and one that includes torch/extension.h first (day 01's) that one:
+    g++ -H marks the header it used with "!". A file that is not a precompiled header is passed
+    over, and the header itself read."""
     base = os.environ.get("COURSE_PRECOMPILED_HEADERS") or str(tmp_path / "headers")
     where = precompiled_header.folder(base)
     assert precompiled_header.make(where, wait=True)
@@ -92,7 +93,7 @@ def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_
     compile_extension("uses_aten", [str(source)], str(tmp_path / "build"))
     compiler, flags = precompiled_header._build_flags(str(tmp_path / "build"))
 
-    def includes(cpath: str) -> str:
+    def includes(cpath: str, source=source) -> str:
         env = {**os.environ, "CPATH": cpath, "CCACHE_DISABLE": "1"}
         run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
                              text=True, timeout=300)
@@ -100,6 +101,9 @@ def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_
         return run.stderr
 
     assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(where)
+    day01_like = tmp_path / "uses_extension.cpp"
+    day01_like.write_text("#include <torch/extension.h>\nint one() { return 1; }\n")
+    assert f"! {os.path.join(where, 'torch', 'extension.h.gch')}" in includes(where, day01_like)
     broken = tmp_path / "broken"
     (broken / "ATen").mkdir(parents=True)
     (broken / "ATen" / "ATen.h.gch").write_bytes(os.urandom(4096))
