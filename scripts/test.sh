@@ -11,7 +11,7 @@ python3 -m course.authoring.generate --check
 # The sandboxes share the compiler cache through its group (autograder/sandbox.py); the tests'
 # own builds, run as this user beside them, must leave the folders they create group-writable.
 export CCACHE_UMASK="${CCACHE_UMASK:-002}"
-# ATen.h parsed once for every C++ compile of the suite (autograder/precompiled_header.py).
+# ATen.h and torch/extension.h parsed once for every C++ compile of the suite (autograder/precompiled_header.py).
 export COURSE_PRECOMPILED_HEADERS="${COURSE_PRECOMPILED_HEADERS-${XDG_CACHE_HOME:-$HOME/.cache}/course-precompiled-headers}"
 workers="${PYTEST_WORKERS:-2}"
 # A worker a core: torch's CPU ops in each worker (and in the children it grades) take one

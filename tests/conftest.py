@@ -42,7 +42,7 @@ def pytest_configure(config):
 
     for unit in units.all_units():
         config.addinivalue_line("markers", f"{unit.day}: the {unit.name} unit")
-    # Builds read a precompiled ATen.h where scripts/test.sh asks for one. Made once, by the
+    # Builds read precompiled headers where scripts/test.sh asks for them. Made once, by the
     # first process (xdist's workers start later and inherit CPATH), while the tests start.
     base = os.environ.get("COURSE_PRECOMPILED_HEADERS")
     if base and not hasattr(config, "workerinput"):
