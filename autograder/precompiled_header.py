@@ -33,6 +33,12 @@ def _compiler() -> str:
     return os.environ.get("CXX", "c++")  # the compiler torch's builds use
 
 
+def _source(header: str) -> str:
+    from torch.utils import cpp_extension
+
+    return os.path.join(cpp_extension.include_paths()[0], header)
+
+
 def folder(base: str) -> str:
     """Where the headers made for this torch and this compiler lie under `base`."""
     import torch
@@ -41,16 +47,12 @@ def folder(base: str) -> str:
         version = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         version = "unknown"
-    headers = [(path, os.stat(path)) for path in map(_source, HEADERS)]
-    key = "\n".join([torch.__version__, *(f"{os.path.realpath(path)} {info.st_size} {info.st_mtime_ns}" for path, info in headers),
-                     _compiler(), version, *EXTRA_CFLAGS])
+    stamps = []  # each header's file: a new torch's headers make a new folder
+    for path in map(_source, HEADERS):
+        info = os.stat(path)
+        stamps.append(f"{os.path.realpath(path)} {info.st_size} {info.st_mtime_ns}")
+    key = "\n".join([torch.__version__, *stamps, _compiler(), version, *EXTRA_CFLAGS])
     return os.path.join(os.path.abspath(base), f"torch-{torch.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
-
-
-def _source(header: str) -> str:
-    from torch.utils import cpp_extension
-
-    return os.path.join(cpp_extension.include_paths()[0], header)
 
 
 def _made(where: str, header: str) -> bool:
