@@ -7,7 +7,10 @@
 #                                              tests graded by timings run alone, first;
 #                                              SELECT="a -k expression" to limit; a unit's GPU-only
 #                                              mutants: SELECT="test_mutant_loses_exactly_its_tests
-#                                              and day05" ... suite tests/test_autograder.py -m gpu)
+#                                              and day05" ... suite tests/test_autograder.py -m gpu;
+#                                              WORKER_GPUS=0,1: each worker one of those GPUs, so that
+#                                              gradings beside each other share none; tests needing
+#                                              two GPUs then skip)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
 #   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05

@@ -3,7 +3,18 @@ import shutil
 import tempfile
 
 import pytest
-import torch
+
+# WORKER_GPUS="0,1" on a machine with several GPUs: each xdist worker sees one of them (worker
+# gwN the Nth, round the list), so gradings side by side share neither a GPU nor its timings.
+# Set before torch first asks the driver; tests that need two GPUs skip there.
+if os.environ.get("WORKER_GPUS") and os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    _gpus = [gpu.strip() for gpu in os.environ["WORKER_GPUS"].split(",") if gpu.strip()]
+    if not _gpus:
+        raise ValueError(f"WORKER_GPUS={os.environ['WORKER_GPUS']!r}: expected GPU indices separated by commas, "
+                         "such as 0,1")
+    os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(os.environ["PYTEST_XDIST_WORKER"][2:]) % len(_gpus)]
+
+import torch  # noqa: E402
 
 # Builds need a CUDA toolkit even where there is no GPU; say which GPUs to build for.
 if "CUDA_HOME" not in os.environ and os.path.isdir("/usr/local/cuda"):

@@ -1,0 +1,35 @@
+"""The test suite's own set-up (tests/conftest.py)."""
+import os
+import subprocess
+import sys
+
+CONFTEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py")
+
+# Runs conftest's set-up for each (worker, WORKER_GPUS) and prints the GPUs it leaves visible.
+PROBE = """
+import os, runpy, sys
+for worker, gpus in [tuple(pair.split("=")) for pair in sys.argv[1:]]:
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    os.environ.update(PYTEST_XDIST_WORKER=worker, WORKER_GPUS=gpus)
+    try:
+        runpy.run_path(%r)
+        print(os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+    except ValueError as error:
+        print("error:", error)
+""" % CONFTEST
+
+
+def _visible(*pairs: str) -> list[str]:
+    env = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *pairs], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(CONFTEST))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()
+
+
+def test_worker_gpus_gives_each_xdist_worker_one_gpu_of_the_list():
+    assert _visible("gw0=2, 5", "gw1=2, 5", "gw2=2, 5", "gw7=3", "gw1=") == ["2", "5", "2", "3", "all"]
+
+
+def test_worker_gpus_without_an_index_is_refused_by_name():
+    assert _visible("gw0=,") == ["error: WORKER_GPUS=',': expected GPU indices separated by commas, such as 0,1"]
