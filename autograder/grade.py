@@ -22,6 +22,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 
+import torch
+
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
@@ -191,6 +193,14 @@ def _from_first_step(stored: StoredBuild, sandbox: Sandbox, work: str) -> tuple[
     return test, Built(**load["built"]), box, load["source_dir"]
 
 
+def _input_sets(spec, cases: list[tuple[int, Case]], seed: int) -> dict[int, list[dict]]:
+    """{index: the case's input sets}, the cases' made side by side: a perf case's set of 10^8
+    elements takes seconds, most of them in torch's generator, which runs on one core."""
+    with ThreadPoolExecutor(max(1, min(len(cases), torch.get_num_threads())), thread_name_prefix="inputs") as pool:
+        made = {index: pool.submit(make_input_sets, spec, case, seed) for index, case in cases}
+        return {index: future.result() for index, future in made.items()}
+
+
 def _verdict(spec, case: Case, input_sets: list[dict], outcome, baseline, own_kernels: frozenset[str]) -> Verdict:
     """The judge's verdict on a child's raw result, once the result is known to be well formed."""
     if not isinstance(outcome, dict):
@@ -346,7 +356,7 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             verdicts.update(found)
             sanitizer_seconds.update(timed_runs)
             continue
-        input_sets = {index: make_input_sets(spec, case, seed) for index, case in ready}
+        input_sets = _input_sets(spec, ready, seed)
         timed = [(index, case) for index, case in ready if case.kind == "perf"]
         timings = baselines.run(group, device, timed, input_sets) if timed else {}
         outcomes = runner.run(group, device, ready, input_sets)

@@ -489,3 +489,21 @@ def test_the_profiled_call_at_the_timed_size_runs_as_the_timer_runs_it():
     assert profiled_run_problem(spec, case, judged_sets([inputs]), run) == ""
     assert "aten::native_layer_norm" in run["ops"] and run["kernels"] == [] and run["busy_ms"] == 0.0
     assert filled == [True, False] and course.harness._fill_new_memory
+
+
+def test_input_sets_made_side_by_side_are_each_cases_own():
+    """The grader makes a group's input sets in threads; each case still gets the sets of its
+    own name and the run's seed, as course.cases.make_input_sets makes them alone."""
+    from autograder.grade import _input_sets
+
+    spec = units.load("day02_layernorm_forward").tests(hidden=True)
+    ready = list(enumerate(spec.CASES))
+    made = _input_sets(spec, ready, seed=3)
+    assert sorted(made) == [index for index, _ in ready]
+    for index, case in ready:
+        alone = make_input_sets(spec, case, 3)
+        assert len(made[index]) == len(alone) and all(
+            got.keys() == want.keys() and all(
+                torch.equal(got[key], want[key]) if isinstance(want[key], torch.Tensor) else got[key] == want[key]
+                for key in want)
+            for got, want in zip(made[index], alone)), case.name
