@@ -3,7 +3,10 @@ set, computing the float64 reference, its tolerances, and comparing an answer to
 case's set has 10^8 elements, and the parent judges each set of the timed calls and, on a GPU,
 the first set twice more (autograder/timed_kernels.py), so these seconds add up per grading.
 
-    python bench/judge_cost.py [UNIT ...] [--seed 7]
+    python bench/judge_cost.py [UNIT ...] [--seed 7] [--groups]
+
+--groups: instead, each perf group's input sets made one case after another and, as the
+grader makes them (autograder/grade.py), side by side.
 
 The answer compared is the reference itself, rounded to the output dtypes: an honest op's, so
 the comparison takes the path a passing case takes. No GPU needed.
@@ -17,8 +20,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
+from autograder.grade import _input_sets  # noqa: E402
 from course.authoring.units import all_units  # noqa: E402
-from course.cases import generator_for  # noqa: E402
+from course.cases import generator_for, make_input_sets  # noqa: E402
 from course.judge import _values_problems  # noqa: E402
 from course.ops import op_for  # noqa: E402
 
@@ -34,11 +38,14 @@ def main() -> None:
     known = {unit.name: unit for unit in all_units()}
     parser.add_argument("units", nargs="*", help="default: every unit with perf cases")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--groups", action="store_true", help="time making each perf group's sets, alone and side by side")
     args = parser.parse_args()
     unknown = [name for name in args.units if name not in known]
     if unknown:
         parser.error(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(known)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.groups:
+        return _groups([known[name] for name in args.units] or list(known.values()), args.seed)
     print("| unit | case | elements | inputs s | reference s | tolerances s | judged s (all of it) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for unit in [known[name] for name in args.units] or known.values():
@@ -57,6 +64,22 @@ def main() -> None:
                 raise SystemExit(f"{name} {case.name}: {problems}")
             print(f"| {name} | {case.name} | {case.elements} | {make_s:.2f} | {reference_s:.2f} | "
                   f"{tolerances_s:.2f} | {judged_s:.2f} |", flush=True)
+
+
+def _groups(units: list, seed: int) -> None:
+    print("| unit | perf group | cases | sets one case after another, s | side by side, s |")
+    print("|---|---|---:|---:|---:|")
+    for unit in units:
+        spec, groups = unit.tests(hidden=True), {}
+        for index, case in enumerate(spec.CASES):
+            if case.kind == "perf":
+                groups.setdefault(case.group, []).append((index, case))
+        for group, cases in groups.items():
+            alone_s, made = _seconds(lambda: [make_input_sets(spec, case, seed) for _, case in cases])
+            del made
+            together_s, made = _seconds(lambda: _input_sets(spec, cases, seed))
+            del made
+            print(f"| {unit.name} | {group} | {len(cases)} | {alone_s:.1f} | {together_s:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
