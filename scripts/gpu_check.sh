@@ -117,6 +117,8 @@ case "$stage" in
     submissions="$(mktemp -d)"
     python3 -m autograder.sample_class "$unit" "$submissions/class" --copies "${COPIES:-3}"
     rm -rf "$OUT/class"  # a class graded here before would be passed over as unchanged, and timed as such
+    # Whether more cores are more cores: hyperthreads share one core's units.
+    lscpu | grep -E "^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)):" | tee -a "$OUT/gpu.txt"
     start=$(date +%s)
     # A smaller machine's share of the cores: grade-all sizes its batch by the cores it may use.
     ${CORES:+taskset -c $CORES} python3 -m autograder grade-all "$submissions/class" --unit "$unit" \
