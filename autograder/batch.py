@@ -17,7 +17,7 @@ another's grade. Workers ("slots") run side by side:
   rather than compile it again.
 
 A submission whose hash and the grader's version match its last grading is skipped, unless
-`regrade`. What each grading left (OUT/results/<id>/) is all the reports need
+`regrade`. The queue starts with the submissions never graded, then the longest last gradings. What each grading left (OUT/results/<id>/) is all the reports need
 (autograder/gradebook.py).
 """
 from __future__ import annotations
@@ -369,6 +369,7 @@ def _grade_all(submissions: list[Submission], options: Options, gpus: list[str],
     timed_here = bool(steps[1])
     gradings = [Grading(submission, options, version, steps, share, os.path.join(private, "builds"))
                 for submission in submissions]
+    gradings.sort(key=lambda grading: _last_seconds(options.out, grading.submission.id), reverse=True)
     print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
           f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
           file=sys.stderr)
@@ -393,6 +394,14 @@ def _grade_all(submissions: list[Submission], options: Options, gpus: list[str],
     progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
     progress.failed += perf_progress.failed
     return progress
+
+
+def _last_seconds(out: str, submission_id: str) -> float:
+    """How long its last grading took; infinity where none is on record. The queue starts with
+    the longest (those never timed first, in the order given): graded again, a class then ends
+    with its short gradings, not with one long grading holding the batch while the rest is done."""
+    seconds = gradebook.record(out, submission_id).state.get("seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) else float("inf")
 
 
 def _guarded(grading: Grading, step) -> str:

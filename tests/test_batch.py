@@ -448,3 +448,20 @@ def test_a_record_whose_writing_fails_leaves_the_last_one_whole(tmp_path):
         batch._write_json({"status": "failed", "error": object()}, str(path))
     assert json.loads(path.read_text()) == {"status": "graded"}
     assert [p.name for p in tmp_path.iterdir()] == [gradebook.STATE]
+
+
+def test_a_class_graded_again_starts_with_its_longest_gradings(tmp_path, monkeypatch):
+    """Graded again (--regrade, or a new grader version), the queue runs longest first by the last
+    grading's time, those never graded ahead of all: no long grading starts last."""
+    graded = _fake_gradings(monkeypatch)
+    names = ["ann", "ben", "cal", "dee"]
+    for name in names:
+        (tmp_path / f"{name}.ipynb").write_text("{}")
+    submissions = [collect.Submission(name, str(tmp_path / f"{name}.ipynb"), ()) for name in names]
+    options = batch.Options(UNIT, str(tmp_path / "out"), regrade=True)
+    batch.grade_all(submissions[:3], options, [], jobs=1, cpus=2)
+    for name, seconds in [("ann", 12.0), ("ben", 140.5), ("cal", 31.0)]:
+        path = tmp_path / "out" / "results" / name / gradebook.STATE
+        path.write_text(json.dumps({**json.loads(path.read_text()), "seconds": seconds}))
+    batch.grade_all(submissions, options, [], jobs=1, cpus=2)
+    assert graded == ["ann", "ben", "cal"] + ["dee", "ben", "cal", "ann"]
