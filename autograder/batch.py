@@ -17,7 +17,8 @@ another's grade. Workers ("slots") run side by side:
   rather than compile it again.
 
 A submission whose hash and the grader's version match its last grading is skipped, unless
-`regrade`. The queue starts with the submissions never graded, then the longest last gradings. What each grading left (OUT/results/<id>/) is all the reports need
+`regrade`. The queue starts with the submissions never graded, then the longest last
+gradings. What each grading left (OUT/results/<id>/) is all the reports need
 (autograder/gradebook.py).
 """
 from __future__ import annotations
