@@ -344,7 +344,8 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
     # grading per two cores, each gets its share, or their threads fight over the cores.
     share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
-    # The gradings' C++ compiles parse their first header once between them, where asked (README, Instructors).
+    # The gradings' C++ compiles parse their first header once between them, where asked
+    # (README, Instructors).
     making = None
     if os.environ.get("COURSE_PRECOMPILED_HEADERS") and submissions:
         where, making = precompiled_header.start(os.environ["COURSE_PRECOMPILED_HEADERS"])

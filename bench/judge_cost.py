@@ -45,7 +45,8 @@ def main() -> None:
         parser.error(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(known)}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     if args.groups:
-        return _groups([known[name] for name in args.units] or list(known.values()), args.seed)
+        _groups([known[name] for name in args.units] or list(known.values()), args.seed)
+        return
     print("| unit | case | elements | inputs s | reference s | tolerances s | judged s (all of it) |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for unit in [known[name] for name in args.units] or known.values():
