@@ -3,44 +3,21 @@ where a host-bound call (4096x1024) spends its time.
 
     python bench/layernorm_package_host.py [--rows 4096] [--cols 1024] [--reps 400]
 
-Each group's calls are timed in turn, the order reversed every round, so that the host's
-drift (this is what a host-bound call measures) falls on every call of a group alike. A sleep
-kernel keeps the GPU busy while a call is timed, so no call waits on the GPU: what is timed is
-the host's work (time.perf_counter around the call). Each line gives the median and the 20th
-and 80th percentiles, and the group's last call (torch's) over this one.
+The method is bench/host_time.py's.
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.host_time import print_groups  # noqa: E402
 from bench.reference_build import build_reference  # noqa: E402
 
 EPS = 1e-5
-
-
-def interleaved_us(calls: dict, reps: int) -> dict:
-    """Host microseconds of each call: every call once a round, the order reversed each round."""
-    for call in calls.values():
-        for _ in range(20):
-            call()
-    torch.cuda.synchronize()
-    names = list(calls)
-    times = {name: [] for name in names}
-    for rep in range(reps):
-        for name in names if rep % 2 == 0 else reversed(names):
-            torch.cuda._sleep(3_000_000)  # the GPU stays busy: what is left is the host's time
-            start = time.perf_counter()
-            calls[name]()
-            times[name].append((time.perf_counter() - start) * 1e6)
-            torch.cuda.synchronize()
-    return times
 
 
 def groups(package, rows, cols, dtype):
@@ -101,15 +78,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.rows}x{args.cols}, "
           f"{args.reps} rounds; host us: median (p20-p80), then torch's median over this one")
     for name in args.dtypes:
-        for title, calls in groups(package, args.rows, args.cols, getattr(torch, name)).items():
-            print(f"{name} {title}")
-            times = interleaved_us(calls, args.reps)
-            last = statistics.median(times[list(calls)[-1]])
-            for call, values in times.items():
-                values.sort()
-                median = statistics.median(values)
-                print(f"  {call:50} {median:7.1f} ({values[len(values) // 5]:6.1f}-"
-                      f"{values[4 * len(values) // 5]:6.1f})  {last / median:5.2f}")
+        print_groups(name, groups(package, args.rows, args.cols, getattr(torch, name)), args.reps)
 
 
 if __name__ == "__main__":
