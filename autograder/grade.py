@@ -8,6 +8,7 @@ student's build (their times cannot be tampered with), then the student's op in 
 the same inputs; the verdict, the reference's time over the student's, is taken here."""
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import glob
@@ -193,6 +194,16 @@ def _from_first_step(stored: StoredBuild, sandbox: Sandbox, work: str) -> tuple[
     return test, Built(**load["built"]), box, load["source_dir"]
 
 
+@contextlib.contextmanager
+def _adding_seconds(timings: dict[str, float], key: str):
+    """Adds the block's seconds to timings[key]: a grading's time, phase by phase."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - start
+
+
 def _input_sets(spec, cases: list[tuple[int, Case]], seed: int) -> dict[int, list[dict]]:
     """{index: the case's input sets}, the cases' made side by side: a perf case's set of 10^8
     elements takes seconds, most of them in torch's generator, which runs on one core."""
@@ -356,13 +367,16 @@ def _grade(submission: str, unit: Unit, seed: int, work: str, sandbox: Sandbox, 
             verdicts.update(found)
             sanitizer_seconds.update(timed_runs)
             continue
-        input_sets = _input_sets(spec, ready, seed)
+        with _adding_seconds(result.timings, "inputs_s"):
+            input_sets = _input_sets(spec, ready, seed)
         timed = [(index, case) for index, case in ready if case.kind == "perf"]
         timings = baselines.run(group, device, timed, input_sets) if timed else {}
-        outcomes = runner.run(group, device, ready, input_sets)
-        for index, case in ready:
-            verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], timings.get(index),
-                                       own_kernels)
+        with _adding_seconds(result.timings, "runs_s"):
+            outcomes = runner.run(group, device, ready, input_sets)
+        with _adding_seconds(result.timings, "judging_s"):
+            for index, case in ready:
+                verdicts[index] = _verdict(spec, case, input_sets[index], outcomes[index], timings.get(index),
+                                           own_kernels)
     result.timings["tests_s"] = time.perf_counter() - tests_start
     spawn_seconds = runner.spawn_seconds + baselines.spawn_seconds
     if baselines.build_s is not None:
