@@ -14,9 +14,6 @@ export CCACHE_UMASK="${CCACHE_UMASK:-002}"
 # ATen.h and torch/extension.h parsed once for every C++ compile of the suite (autograder/precompiled_header.py).
 export COURSE_PRECOMPILED_HEADERS="${COURSE_PRECOMPILED_HEADERS-${XDG_CACHE_HOME:-$HOME/.cache}/course-precompiled-headers}"
 workers="${PYTEST_WORKERS:-2}"
-# A worker a core: torch's CPU ops in each worker (and in the children it grades) take one
-# thread each, instead of each asking for every core (docs/performance.md, "The test suite").
-[ "$workers" = "0" ] || export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 parallel=()
 if [ "$workers" != "0" ] && python3 -c "import xdist" 2>/dev/null; then parallel=(-n "$workers" --dist worksteal); fi
 python3 -m pytest -q -ra --durations=20 "${parallel[@]}" "$@"

@@ -14,6 +14,13 @@ if os.environ.get("WORKER_GPUS") and os.environ.get("PYTEST_XDIST_WORKER", "").s
                          "such as 0,1")
     os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(os.environ["PYTEST_XDIST_WORKER"][2:]) % len(_gpus)]
 
+# Each xdist worker (and the children its gradings start) gets its share of the cores, as
+# grade-all gives each grading: torch otherwise sizes its threads by the whole machine in every
+# one of them (docs/performance.md, "The test suite").
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _workers))
+
 import torch  # noqa: E402
 
 # Builds need a CUDA toolkit even where there is no GPU; say which GPUs to build for.

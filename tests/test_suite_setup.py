@@ -33,3 +33,28 @@ def test_worker_gpus_gives_each_xdist_worker_one_gpu_of_the_list():
 
 def test_worker_gpus_without_an_index_is_refused_by_name():
     assert _visible("gw0=,") == ["error: WORKER_GPUS=',': expected GPU indices separated by commas, such as 0,1"]
+
+
+# Runs conftest's set-up with PYTEST_XDIST_WORKER_COUNT and prints OMP_NUM_THREADS.
+THREADS_PROBE = """
+import os, runpy, sys
+os.environ.update(PYTEST_XDIST_WORKER="gw0", PYTEST_XDIST_WORKER_COUNT=sys.argv[1])
+runpy.run_path(%r)
+print(os.environ.get("OMP_NUM_THREADS", "unset"), len(os.sched_getaffinity(0)))
+""" % CONFTEST
+
+
+def _threads(workers: str, **env: str) -> tuple[str, int]:
+    base = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", THREADS_PROBE, workers], env={**base, **env}, capture_output=True,
+                          text=True, timeout=300, cwd=os.path.dirname(CONFTEST))
+    assert done.returncode == 0, done.stderr[-2000:]
+    threads, cpus = done.stdout.split()
+    return threads, int(cpus)
+
+
+def test_each_xdist_worker_gets_its_share_of_the_cores():
+    threads, cpus = _threads("3")
+    assert threads == str(max(1, cpus // 3))
+    assert _threads("1")[0] == "unset"  # one worker: torch's own choice
+    assert _threads("3", OMP_NUM_THREADS="5")[0] == "5"  # a choice made outside stays
