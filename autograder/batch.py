@@ -219,9 +219,17 @@ def merge_perf(first: dict, timed: dict, perf_names: set[str]) -> dict:
     """The first step's results with the perf tests (and their measurements) of the second."""
     tests = first["tests"] + [test for test in timed["tests"] if test["name"] in perf_names]
     merged = {**first, "tests": tests, "score": round(sum(test["score"] for test in tests), 2)}
-    merged["extra_data"] = {**first["extra_data"], "perf": timed["extra_data"].get("perf", {})}
+    merged["extra_data"] = {**first["extra_data"], "perf": timed["extra_data"].get("perf", {}),
+                            "timings": _added(first["extra_data"].get("timings", {}),
+                                              timed["extra_data"].get("timings", {}))}
     merged["execution_time"] = round(first.get("execution_time", 0) + timed.get("execution_time", 0), 1)
     return merged
+
+
+
+def _added(first: dict, second: dict) -> dict:
+    """Two steps' timings, key by key (a grading's time is both steps')."""
+    return {key: first.get(key, 0.0) + second.get(key, 0.0) for key in {**first, **second}}
 
 
 class Grading:

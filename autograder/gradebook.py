@@ -28,6 +28,9 @@ EXPECTED = "expected.json"
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
 SLOWEST = 5                  # grading_time.md: the whole gradings it names
 TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
+# grading_time.md: a grading's phases (report timings) and what the instructor reads for each
+PHASES = (("build_s", "builds"), ("inputs_s", "making input sets"), ("runs_s", "the submissions' test processes"),
+          ("judging_s", "judging"), ("baselines_s", "torch's and the reference's runs"))
 
 
 @dataclass
@@ -297,12 +300,32 @@ def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
         slowest = ", ".join(f"`{who}` {s:.1f}" for s, who in whole[:SLOWEST])
         lines += [f"Whole gradings, s: shortest {whole[-1][0]:.1f}, median {statistics.median(s for s, _ in whole):.1f}, "
                   f"all together {sum(s for s, _ in whole):.1f}; the slowest: {slowest}.", ""]
+    totals = _phase_totals(records)
+    if totals:  # whether the batch was bound by builds, the host's work or its test processes
+        phases = ", ".join(f"{label} {totals[key]:.1f}" for key, label in PHASES if key in totals)
+        started = f"; starting test processes took {totals['child_start_s']:.1f} of them" \
+            if "child_start_s" in totals else ""
+        lines += [f"Phases, all gradings together, s: {phases}{started}.", ""]
     lines += ["| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
     for name, times in sorted(seconds.items(), key=lambda item: -sum(s for s, _ in item[1]))[:rows]:
         longest, who = max(times)
         lines.append(f"| `{name}` | {sum(s for s, _ in times):.1f} | {statistics.median(s for s, _ in times):.1f} "
                      f"| {longest:.1f} (`{who}`) |")
     return "\n".join(lines) + "\n"
+
+
+def _phase_totals(records: list[Record]) -> dict[str, float]:
+    """Each phase's seconds (and child_start_s) over the graded records that report it."""
+    totals: dict[str, float] = {}
+    for record in records:
+        extra = (record.results or {}).get("extra_data")
+        timings = extra.get("timings") if isinstance(extra, dict) else None
+        if not isinstance(timings, dict):
+            continue
+        for key in [*(key for key, _ in PHASES), "child_start_s"]:
+            if finite_number(timings.get(key)):
+                totals[key] = totals.get(key, 0.0) + float(timings[key])
+    return totals
 
 
 def feedback_text(results: dict) -> str:

@@ -230,7 +230,8 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
         names = [t for t in tests if t in perf] if lock else tests
         report = {"score": float(len(names)), "tests": [
             {"name": n, "score": 1.0, "max_score": 1.0, "status": "passed", "output": ""} for n in names],
-            "extra_data": {"unit": unit.name, "perf": {n: {"ratio": 1.0} for n in names if n in perf}}}
+            "extra_data": {"unit": unit.name, "perf": {n: {"ratio": 1.0} for n in names if n in perf},
+                           "timings": {"build_s": 0.0 if lock else 20.0, "runs_s": 5.0 if lock else 10.0}}}
         with open(os.path.join(out, "results.json"), "w") as handle:
             json.dump(report, handle)
 
@@ -258,6 +259,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     merged = json.loads((tmp_path / "out" / "results" / "bob" / "results.json").read_text())
     assert [t["name"] for t in merged["tests"]] == others + [n for n in timed if n in perf]
     assert merged["score"] == len(others) + len(perf) and set(merged["extra_data"]["perf"]) == perf
+    assert merged["extra_data"]["timings"] == {"build_s": 20.0, "runs_s": 15.0}  # both steps' time
 
 
 def test_a_grading_takes_the_batchs_answer_for_its_gpu_and_asks_only_for_others(monkeypatch):

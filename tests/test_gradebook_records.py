@@ -181,6 +181,8 @@ def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path)
         results = _results(1.0)
         results["tests"][0]["extra_data"] = {"seconds": seconds}
         results["tests"][1]["extra_data"] = {"seconds": 0.5}
+        results["extra_data"]["timings"] = {"build_s": 20.0, "inputs_s": 1.5, "runs_s": seconds, "judging_s": 0.5,
+                                            "child_start_s": 4.0}
         _submission(tmp_path, who, {**_state(who), "seconds": seconds if who != "ada" else 30.0}, results)
     gradebook.write_reports(str(tmp_path), UNIT)
     text = (tmp_path / "grading_time.md").read_text()
@@ -188,4 +190,6 @@ def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path)
     assert text.startswith("# Grading time: 3 submissions graded")
     assert ("Whole gradings, s: shortest 10.0, median 20.0, all together 40.0; "
             "the slowest: `ada` 30.0, `grace` 10.0.") in text
+    assert ("Phases, all gradings together, s: builds 60.0, making input sets 4.5, the submissions' test "
+            "processes 12.0, judging 1.5; starting test processes took 12.0 of them.") in text  # bob's "slow" left out
     assert rows == ["| `cpu_values` | 12.0 | 6.0 | 10.0 (`grace`) |", "| `cpu_perf` | 1.5 | 0.5 | 0.5 (`grace`) |"]
