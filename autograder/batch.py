@@ -226,7 +226,6 @@ def merge_perf(first: dict, timed: dict, perf_names: set[str]) -> dict:
     return merged
 
 
-
 def _added(first: dict, second: dict) -> dict:
     """Two steps' timings, key by key (a grading's time is both steps')."""
     return {key: first.get(key, 0.0) + second.get(key, 0.0) for key in {**first, **second}}

@@ -49,7 +49,8 @@ def test_reference_gets_full_marks(unit, tmp_path):
     assert not_run == missing
     assert data["extra_data"]["torch"]
     phases = [result.timings.get(key, 0.0) for key in ("inputs_s", "runs_s", "judging_s")]
-    if any(t.tags and not t.not_run for t in result.tests[1:]):  # a case ran: each phase took time, within the tests'
+    cases = {case.name for case in unit.tests(hidden=True).CASES}
+    if any(t.name in cases and not t.not_run for t in result.tests):  # each phase took time, within the tests'
         assert all(seconds > 0 for seconds in phases) and sum(phases) <= result.timings["tests_s"], result.timings
 
 
