@@ -85,6 +85,13 @@ def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
 
 
+def standard_normal(shape, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """Normal values for an input of `dtype`, drawn in float32 (in float64 for a float64
+    input): the input is rounded to its dtype anyway, and a perf case's 10^8 values took
+    seconds on one core in float64. The caller rounds them to `dtype`."""
+    return torch.randn(shape, generator=generator, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+
+
 def make_input_sets(spec, case: Case, seed: int) -> list[dict]:
     """The case's input sets, on the CPU (the parent makes them; the child moves them)."""
     return [spec.make_inputs(case, generator_for(case, seed, index)) for index in range(case.input_sets)]

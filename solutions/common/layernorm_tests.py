@@ -7,7 +7,7 @@ rounded), on rows: x [..., D] is x.numel() / D rows of D features.
 import torch
 import torch.nn.functional as F
 
-from course.cases import INPUTS_UNCHANGED, Case
+from course.cases import INPUTS_UNCHANGED, Case, standard_normal
 
 EPS = 1e-5
 DY_MEAN = 0.5  # rows of dy do not average to 0, so that a dx without its mean(g) term is wrong everywhere
@@ -23,20 +23,22 @@ CHECK_HINT = "check every argument with TORCH_CHECK and name it in the message"
 
 # ---- inputs ----
 
-def random_x(params, generator):
-    """x of params["shape"] in float64, each value drawn around params' mean with its std."""
-    x = torch.randn(params["shape"], generator=generator, dtype=torch.float64)
+def random_x(params, generator, dtype):
+    """x of params["shape"] for an input of `dtype`, each value drawn around params' mean with
+    its std (in float32 or float64: standard_normal); the caller rounds it to `dtype`."""
+    x = standard_normal(params["shape"], generator, dtype)
     return x * params.get("std", 1.0) + params.get("mean", 0.0)
 
 
-def random_affine(cols, generator):
-    """gamma around 1 and beta around 0, in float64: a scale or shift the op drops shows."""
-    gamma = 1 + 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
-    return gamma, 0.5 * torch.randn(cols, generator=generator, dtype=torch.float64)
+def random_affine(cols, generator, dtype):
+    """gamma around 1 and beta around 0, for inputs of `dtype`: a scale or shift the op drops
+    shows. The caller rounds them to `dtype`."""
+    gamma = 1 + 0.5 * standard_normal(cols, generator, dtype)
+    return gamma, 0.5 * standard_normal(cols, generator, dtype)
 
 
 def random_dy(shape, generator, dtype):
-    return (torch.randn(shape, generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
+    return (standard_normal(shape, generator, dtype) + DY_MEAN).to(dtype)
 
 
 def saved_statistics(x):

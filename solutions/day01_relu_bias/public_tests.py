@@ -11,7 +11,7 @@ A case's inputs name what it runs ("op"):
 """
 import torch
 
-from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case, standard_normal
 from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.layouts import LAYOUTS  # NaN fills the gaps: a kernel that ignores strides reads them
@@ -37,15 +37,15 @@ def make_inputs(case, generator):
     p = case.params
     op, dtype = p.get("op", "forward"), p.get("dtype", torch.float32)
     rows, cols = p["shape"]
-    x = torch.randn(rows, cols, generator=generator, dtype=torch.float64)
-    bias = torch.randn(cols, generator=generator, dtype=torch.float64)
+    x = standard_normal((rows, cols), generator, dtype)
+    bias = standard_normal(cols, generator, dtype)
     if op == "gradcheck":
         # gradcheck differentiates by finite differences: keep x + bias away from the
         # kink at 0, where the ReLU has no derivative.
         x = torch.where((x + bias).abs() < 0.05, x + 0.1, x)
     inputs = {"op": op, "x": x.to(dtype), "bias": bias.to(dtype)}
     if op == "gradients":
-        inputs["grad_y"] = torch.randn(rows, cols, generator=generator, dtype=torch.float64).to(dtype)
+        inputs["grad_y"] = standard_normal((rows, cols), generator, dtype).to(dtype)
     return inputs
 
 

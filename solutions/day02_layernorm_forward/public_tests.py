@@ -30,8 +30,8 @@ RSTD_ROUNDINGS = 4
 def make_inputs(case, generator):
     p = case.params
     dtype = p.get("dtype", torch.float32)
-    x = random_x(p, generator)
-    gamma, beta = random_affine(p["shape"][1], generator)
+    x = random_x(p, generator, dtype)
+    gamma, beta = random_affine(p["shape"][1], generator, dtype)
     return {"x": x.to(dtype), "gamma": gamma.to(dtype), "beta": beta.to(dtype), "eps": p.get("eps", 1e-5)}
 
 

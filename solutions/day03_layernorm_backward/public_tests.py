@@ -39,8 +39,8 @@ SAVED_OUTPUTS = ("dx", "forward calls")
 def make_inputs(case, generator):
     p = case.params
     dtype, op = p.get("dtype", torch.float32), p.get("op", "backward")
-    x = random_x(p, generator).to(dtype)
-    gamma, beta = random_affine(p["shape"][1], generator)
+    x = random_x(p, generator, dtype).to(dtype)
+    gamma, beta = random_affine(p["shape"][1], generator, dtype)
     dy = random_dy(p["shape"], generator, dtype)
     if op in ("backward", "rerun"):
         mean, rstd = saved_statistics(x)  # as the forward would have saved them

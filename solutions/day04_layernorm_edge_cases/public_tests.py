@@ -66,12 +66,12 @@ def make_inputs(case, generator):
     p = case.params
     op, dtype = p["op"], p.get("dtype", torch.float32)
     gamma_beta_cols = OVERFLOW_COLS if op.startswith("overflow") else p["shape"][-1]
-    gamma, beta = random_affine(gamma_beta_cols, generator)
+    gamma, beta = random_affine(gamma_beta_cols, generator, dtype)
     inputs = {"op": op, "gamma": gamma.to(dtype), "beta": beta.to(dtype), "normalized_shape": gamma_beta_cols,
               "eps": p.get("eps", EPS)}
     if op.startswith("overflow"):
         return _overflow_inputs(inputs, generator)
-    x = random_x(p, generator)
+    x = random_x(p, generator, dtype)
     if "quantum" in p:  # x on a grid of 1/64: its squares are exact in float32 (see the d1 case)
         x = torch.round(x / p["quantum"]) * p["quantum"]
     inputs["x"] = x.to(dtype)

@@ -38,8 +38,8 @@ def make_inputs(case, generator):
     op, dtype = p["op"], p.get("dtype", torch.float32)
     if op.endswith("_bytes"):
         return {"op": op, "rows": p["shape"][0], "cols": p["shape"][1], "dtype": dtype}
-    x = random_x(p, generator)
-    gamma, beta = random_affine(p["shape"][-1], generator)
+    x = random_x(p, generator, dtype)
+    gamma, beta = random_affine(p["shape"][-1], generator, dtype)
     inputs = {"op": op, "kernel": p.get("kernel", "auto"), "eps": EPS, "x": x.to(dtype), "gamma": gamma.to(dtype),
               "beta": beta.to(dtype), "misaligned": p.get("misaligned", False)}
     if op in ("backward_op", "autograd"):

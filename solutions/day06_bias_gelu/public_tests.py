@@ -20,7 +20,7 @@ out memory filled with NaN: an output element that is never written shows up as 
 import torch
 import torch.nn.functional as F
 
-from course.cases import FULL_AT, INPUTS_UNCHANGED, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, Case, standard_normal
 from course.harness import nan_filled
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
@@ -49,13 +49,13 @@ def _extremes(x, generator, dtype):
 def make_inputs(case, generator):
     p = case.params
     op, dtype, shape = p["op"], p.get("dtype", torch.float32), p["shape"]
-    x = torch.randn(shape, generator=generator, dtype=torch.float64)
+    x = standard_normal(shape, generator, dtype)
     if p.get("extreme"):
         x = _extremes(x, generator, dtype)
-    bias = torch.randn(shape[-1], generator=generator, dtype=torch.float64)
+    bias = standard_normal(shape[-1], generator, dtype)
     inputs = {"op": op, "approximate": p.get("approximate", "none"), "x": x.to(dtype), "bias": bias.to(dtype)}
     if op in ("backward", "autograd", "rerun"):
-        inputs["dy"] = (torch.randn(shape, generator=generator, dtype=torch.float64) + DY_MEAN).to(dtype)
+        inputs["dy"] = (standard_normal(shape, generator, dtype) + DY_MEAN).to(dtype)
     return inputs
 
 

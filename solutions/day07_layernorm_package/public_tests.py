@@ -25,7 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, flag, gradients
 
@@ -49,9 +49,9 @@ def package():
 def make_inputs(case, generator):
     p = case.params
     dtype = p.get("dtype", torch.float32)
-    x = random_x(p, generator)
+    x = random_x(p, generator, dtype)
     shape = p.get("normalized_shape", (p["shape"][-1],))
-    gamma, beta = (t.reshape(shape) for t in random_affine(math.prod(shape), generator))
+    gamma, beta = (t.reshape(shape) for t in random_affine(math.prod(shape), generator, dtype))
     inputs = {"op": p["op"], "eps": p.get("eps", EPS), "x": x.to(dtype), "gamma": gamma.to(dtype),
               "beta": beta.to(dtype), "normalized_shape": shape, "affine": p.get("affine", "both")}
     if p["op"] in ("backward_op", "autograd", "compiled", "memory", "perf", "on_inputs_gpu"):
@@ -60,7 +60,7 @@ def make_inputs(case, generator):
         inputs["mean"], inputs["rstd"] = saved_statistics(inputs["x"])
     if p["op"] == "compiled":
         cols = p["shape"][-1]
-        inputs["w1"] = (torch.randn(cols, cols, generator=generator, dtype=torch.float64) / cols ** 0.5).to(dtype)
+        inputs["w1"] = (standard_normal((cols, cols), generator, dtype) / cols ** 0.5).to(dtype)
     return inputs
 
 

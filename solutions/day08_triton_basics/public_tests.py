@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like
 
@@ -29,14 +29,14 @@ SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 def make_inputs(case, generator):
     p = case.params
     dtype, shape = p.get("dtype", torch.float32), p["shape"]
-    x = torch.randn(shape, generator=generator, dtype=torch.float64) * p.get("scale", 1.0)
+    x = standard_normal(shape, generator, dtype) * p.get("scale", 1.0)
     if p.get("neg_inf"):  # about a tenth of the entries, and the first row entirely when asked
         x = torch.where(torch.rand(shape, generator=generator) < 0.1, -math.inf, x)
     if p.get("neg_inf_row") and x.numel():
         x.reshape(-1, shape[-1])[0] = -math.inf
     inputs = {"op": p["op"], "x": x.to(dtype), "nan_rows": bool(p.get("neg_inf_row"))}
     if p["op"] == "add":
-        inputs["y"] = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+        inputs["y"] = standard_normal(shape, generator, dtype).to(dtype)
     return inputs
 
 

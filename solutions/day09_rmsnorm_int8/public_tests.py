@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
 from course.ops import Op, flag, gradients
 
@@ -53,8 +53,8 @@ def make_inputs(case, generator):
     p = case.params
     dtype, shape = p.get("dtype", torch.float32), p["shape"]
     cols = shape[-1]
-    x = torch.randn(shape, generator=generator, dtype=torch.float64) * p.get("scale", 1.0)
-    weight = torch.randn(cols, generator=generator, dtype=torch.float64)
+    x = standard_normal(shape, generator, dtype) * p.get("scale", 1.0)
+    weight = standard_normal(cols, generator, dtype)
     eps = p.get("eps", 1e-6)
     if p.get("ties"):
         x, eps = tie_rows(shape, generator)
@@ -66,15 +66,15 @@ def make_inputs(case, generator):
     inputs = {"op": p["op"], "backend": p.get("backend", "cuda"), "x": x.to(dtype), "weight": weight.to(dtype),
               "has_weight": p.get("has_weight", True), "eps": eps, "target": p.get("target", "")}
     if p["op"] in ("backward_op", "autograd", "autograd_no_weight", "perf_autograd"):
-        inputs["dy"] = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+        inputs["dy"] = standard_normal(shape, generator, dtype).to(dtype)
     if p["op"] == "backward_op":
         x64 = inputs["x"].double()
         inputs["rstd"] = (x64.square().mean(-1) + eps).rsqrt().to(torch.float64 if dtype == torch.float64
                                                                    else torch.float32)
     if p["op"] in ("residual", "perf_residual") or p.get("target") == "add_rms_norm_quant":
-        inputs["residual"] = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+        inputs["residual"] = standard_normal(shape, generator, dtype).to(dtype)
     if p["op"] == "compiled":
-        inputs["w1"] = (torch.randn(cols, cols, generator=generator, dtype=torch.float64) / cols ** 0.5).to(dtype)
+        inputs["w1"] = (standard_normal((cols, cols), generator, dtype) / cols ** 0.5).to(dtype)
     return inputs
 
 
