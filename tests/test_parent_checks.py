@@ -17,7 +17,7 @@ from autograder.submission import (MAX_FOLDER_DEPTH, MAX_FOLDER_ENTRIES, MAX_SOU
                                    SubmissionError, read_submission)
 from autograder.untrusted_files import is_regular_file
 from course.authoring import units
-from course.cases import make_input_sets
+from course.cases import make_input_sets, standard_normal
 from course.judge import judge
 from course.ops import jacobian_probe
 
@@ -507,3 +507,16 @@ def test_input_sets_made_side_by_side_are_each_cases_own():
                 torch.equal(got[key], want[key]) if isinstance(want[key], torch.Tensor) else got[key] == want[key]
                 for key in want)
             for got, want in zip(made[index], alone)), case.name
+
+
+def test_inputs_are_drawn_in_float32_unless_float64():
+    """Random inputs come from float32 draws, rounded once to their dtype (10^8 float64 draws
+    took seconds); a float64 input is still drawn in float64."""
+    def seeded():
+        return torch.Generator().manual_seed(5)
+
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        drawn = standard_normal((3, 4), seeded(), dtype)
+        assert drawn.dtype == torch.float32 and torch.equal(drawn, torch.randn(3, 4, generator=seeded()))
+    drawn = standard_normal(7, seeded(), torch.float64)
+    assert torch.equal(drawn, torch.randn(7, generator=seeded(), dtype=torch.float64))
