@@ -87,8 +87,8 @@ def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:
 
 def standard_normal(shape, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
     """Normal values for an input of `dtype`, drawn in float32 (in float64 for a float64
-    input): the input is rounded to its dtype anyway, and a perf case's 10^8 values took
-    seconds on one core in float64. The caller rounds them to `dtype`."""
+    input): the input is rounded to its dtype anyway, and a perf case's sets are made several
+    times faster (docs/performance.md). The caller rounds them to `dtype`."""
     return torch.randn(shape, generator=generator, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
 
 

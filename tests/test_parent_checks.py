@@ -510,8 +510,8 @@ def test_input_sets_made_side_by_side_are_each_cases_own():
 
 
 def test_inputs_are_drawn_in_float32_unless_float64():
-    """Random inputs come from float32 draws, rounded once to their dtype (10^8 float64 draws
-    took seconds); a float64 input is still drawn in float64."""
+    """Random inputs come from float32 draws, rounded once to their dtype; a float64 input is
+    still drawn in float64."""
     def seeded():
         return torch.Generator().manual_seed(5)
 
