@@ -43,7 +43,7 @@ from autograder.collect import Submission
 from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
 from autograder.sandbox import CPUS
-from autograder.untrusted_files import is_regular_file, open_regular
+from autograder.untrusted_files import finite_number, is_regular_file, open_regular
 from autograder.version import grader_version
 from autograder.written_whole import written_whole
 from course.authoring.units import Unit
@@ -410,7 +410,7 @@ def _last_seconds(out: str, submission_id: str) -> float:
     the longest (those never timed first, in the order given): graded again, a class then ends
     with its short gradings, not with one long grading holding the batch while the rest is done."""
     seconds = gradebook.record(out, submission_id).state.get("seconds")
-    return float(seconds) if isinstance(seconds, (int, float)) else float("inf")
+    return float(seconds) if finite_number(seconds) else float("inf")
 
 
 def _guarded(grading: Grading, step) -> str:

@@ -15,6 +15,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+import triton
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,16 +25,21 @@ from bench.reference_build import build_reference  # noqa: E402
 EPS = 1e-6
 
 
-def groups(ext, triton_ops, dtype):
-    rows, cols = 4096, 1024
+def _norm_inputs(dtype, rows=4096, cols=1024):
+    """x, w, dy and x and w as leaves that require grad."""
     x = torch.randn(rows, cols, device="cuda", dtype=dtype)
     w = (torch.rand(cols, device="cuda") + 0.5).to(dtype)
-    dy = torch.randn_like(x)
-    leaves = (x.detach().requires_grad_(), w.detach().requires_grad_())
+    return x, w, torch.randn_like(x), (x.detach().requires_grad_(), w.detach().requires_grad_())
+
+
+def groups(ext, triton_ops, dtype):
+    x, w, dy, leaves = _norm_inputs(dtype)
+    rows, cols = x.shape
     y, rstd = triton_ops._rms_norm(x, w, EPS)
-    block = 1024
+    # The launches as the functions make them (rmsnorm_triton.py), without the functions.
+    block = triton.next_power_of_2(cols)
     forward_kernel, backward_kernel = triton_ops.rms_norm_forward_kernel, triton_ops.rms_norm_backward_kernel
-    programs = 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    programs = min(rows, 4 * triton_ops._multiprocessors(x.device))
     partials = torch.empty(programs, cols, device="cuda")
     dx = torch.empty_like(x)
     xq = torch.randn(16384, cols, device="cuda", dtype=dtype)
@@ -48,7 +54,8 @@ def groups(ext, triton_ops, dtype):
         },
         "forward, no grad": {
             "triton: the kernel's launch alone": lambda: forward_kernel[(rows,)](
-                x, w, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block, num_warps=4),
+                x, w, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block,
+                num_warps=triton_ops._warps(block, x.element_size())),
             "triton: the function (checks, outputs, launch)": lambda: triton_ops._run_direct(
                 triton_ops._rms_norm, x, w, EPS),
             "triton: torch.ops (the triton_op)": lambda: torch.ops.rmsnorm_triton.rms_norm(x, w, EPS),
@@ -57,15 +64,16 @@ def groups(ext, triton_ops, dtype):
         },
         "backward, no graph": {
             "triton: the kernel's launch alone": lambda: backward_kernel[(programs,)](
-                dy, x, w, rstd, dx, partials, rows, cols, rows // programs + 1, HAS_WEIGHT=True, BLOCK=block,
-                num_warps=4),
+                dy, x, w, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=True,
+                BLOCK=block, num_warps=triton_ops._warps(block, 4)),
             "triton: partials.sum(0).to(dtype)": lambda: partials.sum(0).to(dtype),
             "triton: the function": lambda: triton_ops._run_direct(triton_ops._rms_norm_backward, dy, x, w, rstd),
             "cuda: torch.ops": lambda: torch.ops.rmsnorm_int8.rms_norm_backward(dy, x, w, rstd),
         },
         "quantization, 16384x1024": {
             "triton: the kernel's launch alone": lambda: triton_ops.rms_norm_quant_kernel[(16384,)](
-                xq, None, w, q, scale, cols, EPS, HAS_RESIDUAL=False, BLOCK=block, num_warps=2),
+                xq, None, w, q, scale, cols, EPS, HAS_RESIDUAL=False, BLOCK=block,
+                num_warps=triton_ops._quant_warps(block)),
             "triton: rms_norm_quant (eager, direct)": lambda: ext.rms_norm_quant(xq, w, EPS, backend="triton"),
             "triton: torch.ops (the triton_op)": lambda: torch.ops.rmsnorm_triton.rms_norm_quant(xq, w, EPS),
             "cuda: rms_norm_quant": lambda: ext.rms_norm_quant(xq, w, EPS, backend="cuda"),
@@ -74,10 +82,7 @@ def groups(ext, triton_ops, dtype):
 
 
 def profile_triton(ext, dtype, calls: int = 300) -> None:
-    x = torch.randn(4096, 1024, device="cuda", dtype=dtype)
-    w = (torch.rand(1024, device="cuda") + 0.5).to(dtype)
-    dy = torch.randn_like(x)
-    leaves = (x.detach().requires_grad_(), w.detach().requires_grad_())
+    _, _, dy, leaves = _norm_inputs(dtype)
 
     def fwd_bwd():
         return torch.autograd.grad(ext.rms_norm(*leaves, EPS, backend="triton"), leaves, dy)

@@ -19,12 +19,18 @@ for worker, gpus in [tuple(pair.split("=")) for pair in sys.argv[1:]]:
 """ % CONFTEST
 
 
-def _visible(*pairs: str) -> list[str]:
-    env = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
-    done = subprocess.run([sys.executable, "-c", PROBE, *pairs], env=env, capture_output=True, text=True,
+def _probe(code: str, args: list[str], unset: str, **env: str) -> list[str]:
+    """The lines `code` prints, run with `args` in a fresh interpreter, `unset` left out of its
+    environment and `env` added."""
+    base = {key: value for key, value in os.environ.items() if key != unset}
+    done = subprocess.run([sys.executable, "-c", code, *args], env={**base, **env}, capture_output=True, text=True,
                           timeout=300, cwd=os.path.dirname(CONFTEST))
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()
+
+
+def _visible(*pairs: str) -> list[str]:
+    return _probe(PROBE, list(pairs), "CUDA_VISIBLE_DEVICES")
 
 
 def test_worker_gpus_gives_each_xdist_worker_one_gpu_of_the_list():
@@ -45,11 +51,7 @@ print(os.environ.get("OMP_NUM_THREADS", "unset"), len(os.sched_getaffinity(0)))
 
 
 def _threads(workers: str, **env: str) -> tuple[str, int]:
-    base = {key: value for key, value in os.environ.items() if key != "OMP_NUM_THREADS"}
-    done = subprocess.run([sys.executable, "-c", THREADS_PROBE, workers], env={**base, **env}, capture_output=True,
-                          text=True, timeout=300, cwd=os.path.dirname(CONFTEST))
-    assert done.returncode == 0, done.stderr[-2000:]
-    threads, cpus = done.stdout.split()
+    threads, cpus = _probe(THREADS_PROBE, [workers], "OMP_NUM_THREADS", **env)[0].split()
     return threads, int(cpus)
 
 
