@@ -119,11 +119,14 @@ case "$stage" in
     rm -rf "$OUT/class"  # a class graded here before would be passed over as unchanged, and timed as such
     # Whether more cores are more cores: hyperthreads share one core's units.
     lscpu | grep -E "^(CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)):" | tee -a "$OUT/gpu.txt"
+    # grade-all bounds its compilers by MemAvailable: a VM whose memory grows on use reports less.
+    grep -E "^Mem(Total|Available):" /proc/meminfo | tee -a "$OUT/gpu.txt"
     start=$(date +%s)
     # A smaller machine's share of the cores: grade-all sizes its batch by the cores it may use.
     ${CORES:+taskset -c $CORES} python3 -m autograder grade-all "$submissions/class" --unit "$unit" \
       --out "$OUT/class" --gpus "${GPUS:-all}" 2>&1 | tr '\r' '\n' > "$OUT/grade_all.txt"
     echo "================ class summary ================"
+    grep -m1 "^grading " "$OUT/grade_all.txt"  # its plan: gradings at once, compilers each
     grep -v '^\[' "$OUT/grade_all.txt" | tail -n 5
     echo "grade-all: $(( $(date +%s) - start )) s (GPUS=${GPUS:-all} CORES=${CORES:-all} COPIES=${COPIES:-3})"
     python3 -m autograder.sample_class "$unit" "$submissions/class" --check "$OUT/class"
