@@ -52,8 +52,10 @@ def wrong_elements(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol:
 
 
 # Elements compared at a time: a perf case's outputs have 10^8 elements, and whole float64
-# copies of them are slow to allocate and fill; slices stay in cache (docs/performance.md).
-SLICE = 1 << 18
+# copies of them are slow to allocate and fill. Each slice's ops are parallel regions whose
+# threads wait for each other: beside another busy process, fewer regions judge faster
+# (docs/performance.md).
+SLICE = 1 << 20
 
 
 def all_within(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
