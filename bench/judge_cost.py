@@ -3,10 +3,12 @@ set, computing the float64 reference, its tolerances, and comparing an answer to
 case's set has 10^8 elements, and the parent judges each set of the timed calls and, on a GPU,
 the first set twice more (autograder/timed_kernels.py), so these seconds add up per grading.
 
-    python bench/judge_cost.py [UNIT ...] [--seed 7] [--groups]
+    python bench/judge_cost.py [UNIT ...] [--seed 7] [--groups] [--slice N]
 
 --groups: instead, each perf group's input sets made one case after another and, as the
-grader makes them (autograder/grade.py), side by side.
+grader makes them (autograder/grade.py), side by side. --slice N: compare N elements at a time
+instead of course.judge.SLICE, to weigh that choice (run two of these at once to see it beside
+another busy process).
 
 The answer compared is the reference itself, rounded to the output dtypes: an honest op's, so
 the comparison takes the path a passing case takes. No GPU needed.
@@ -22,6 +24,7 @@ import torch  # noqa: E402
 
 from autograder.grade import _input_sets  # noqa: E402
 from course.authoring.units import all_units  # noqa: E402
+from course import judge  # noqa: E402
 from course.cases import generator_for, make_input_sets  # noqa: E402
 from course.judge import _values_problems  # noqa: E402
 from course.ops import op_for  # noqa: E402
@@ -39,11 +42,15 @@ def main() -> None:
     parser.add_argument("units", nargs="*", help="default: every unit with perf cases")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--groups", action="store_true", help="time making each perf group's sets, alone and side by side")
+    parser.add_argument("--slice", type=int, default=judge.SLICE, help="elements compared at a time")
     args = parser.parse_args()
+    if args.slice < 1:
+        parser.error(f"--slice must be at least 1, got {args.slice}")
+    judge.SLICE = args.slice
     unknown = [name for name in args.units if name not in known]
     if unknown:
         parser.error(f"unknown unit(s) {', '.join(unknown)}; the units are {', '.join(known)}")
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {judge.SLICE} elements compared at a time")
     if args.groups:
         _groups([known[name] for name in args.units] or list(known.values()), args.seed)
         return
