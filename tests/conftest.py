@@ -19,7 +19,9 @@ if os.environ.get("WORKER_GPUS") and os.environ.get("PYTEST_XDIST_WORKER", "").s
 # one of them (docs/performance.md, "The test suite").
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
 if _workers > 1 and "OMP_NUM_THREADS" not in os.environ:
-    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // _workers))
+    from autograder.sandbox import CPUS  # imports no torch: the share is set before torch reads it
+
+    os.environ["OMP_NUM_THREADS"] = str(max(1, CPUS // _workers))
 
 import torch  # noqa: E402
 

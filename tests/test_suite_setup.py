@@ -46,7 +46,8 @@ THREADS_PROBE = """
 import os, runpy, sys
 os.environ.update(PYTEST_XDIST_WORKER="gw0", PYTEST_XDIST_WORKER_COUNT=sys.argv[1])
 runpy.run_path(%r)
-print(os.environ.get("OMP_NUM_THREADS", "unset"), len(os.sched_getaffinity(0)))
+from autograder.sandbox import CPUS
+print(os.environ.get("OMP_NUM_THREADS", "unset"), CPUS)
 """ % CONFTEST
 
 
