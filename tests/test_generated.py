@@ -49,6 +49,13 @@ def test_student_notebook_writes_exactly_the_template_files(name):
             assert body == handle.read(), f"{file} in the notebook differs from src_templates"
 
 
+def test_a_file_without_its_source_line_in_the_lesson_is_refused(monkeypatch):
+    unit = units.load(UNITS[0])
+    monkeypatch.setattr(units.Unit, "files", property(lambda self: (*self.common, *self.sources, "extra.h")))
+    with pytest.raises(ValueError, match="no <!-- source FILE --> line for extra.h"):
+        generate.lesson_cells(unit, solved=False)
+
+
 @pytest.mark.parametrize("name", UNITS)
 def test_instructor_notebook_writes_the_solution(name):
     unit = units.load(name)

@@ -172,6 +172,10 @@ def lesson_cells(unit: Unit, solved: bool) -> list:
         else:
             prose.append(line)
     flush_prose()
+    written = {text.split("\n", 1)[0] for kind, text, _ in cells if text.startswith(SOURCE_MAGIC)}
+    missing = [f for f in unit.files if f"{SOURCE_MAGIC} {unit.name}/{f}" not in written]
+    if missing:  # the notebook would build without them
+        raise ValueError(f"{unit.name}/lesson.md: no <!-- source FILE --> line for {', '.join(missing)}")
 
     notebook = nbformat.v4.new_notebook()
     notebook.metadata = {
