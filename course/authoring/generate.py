@@ -172,7 +172,7 @@ def lesson_cells(unit: Unit, solved: bool) -> list:
         else:
             prose.append(line)
     flush_prose()
-    written = {text.split("\n", 1)[0] for kind, text, _ in cells if text.startswith(SOURCE_MAGIC)}
+    written = {text.split("\n", 1)[0] for _, text, _ in cells}
     missing = [f for f in unit.files if f"{SOURCE_MAGIC} {unit.name}/{f}" not in written]
     if missing:  # the notebook would build without them
         raise ValueError(f"{unit.name}/lesson.md: no <!-- source FILE --> line for {', '.join(missing)}")
