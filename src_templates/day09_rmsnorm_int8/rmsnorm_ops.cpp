@@ -16,7 +16,6 @@
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -25,6 +24,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "autograd_node.h"
 #include "course_todo.h"
 #include "rmsnorm_kernels.h"
 
@@ -283,31 +283,49 @@ Pair call_backward(const at::Tensor& dy, const at::Tensor& x, const std::optiona
   return op.call(dy, x, weight, rstd);
 }
 
-struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                                                const std::optional<at::Tensor>& weight, double eps) {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [y, rstd] = call_forward(x, weight, eps);
-    ctx->save_for_backward({x, weight.value_or(at::Tensor()), rstd});
-    ctx->mark_non_differentiable({rstd});
-    ctx->set_materialize_grads(false);
-    return {y, rstd};
+// rms_norm's backward node (autograd_node.h says why by hand): x, weight and rstd kept as
+// SavedVariables, freed once backward ran.
+struct RmsNormBackward : public torch::autograd::Node {
+  torch::autograd::SavedVariable x, weight, rstd;
+  bool has_weight = false;
+
+  std::string name() const override { return "RmsNormBackward"; }
+
+  void release_variables() override {
+    x.reset_data();
+    weight.reset_data();
+    rstd.reset_data();
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
-    const at::Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(x);
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const at::Tensor x_ = x.unpack();
+    const at::Tensor dy = grads[0].defined() ? grads[0] : at::zeros_like(x_);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [dx, dweight] = call_backward(dy, x, w.defined() ? std::optional<at::Tensor>(w) : std::nullopt, saved[2]);
-    return {dx, w.defined() ? dweight : at::Tensor(), at::Tensor()};
+    auto [dx, dweight] =
+        call_backward(dy, x_, has_weight ? std::optional<at::Tensor>(weight.unpack()) : std::nullopt, rstd.unpack());
+    return {dx, has_weight ? dweight : at::Tensor()};
   }
 };
 
 Pair forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  const auto outputs = RmsNormFunction::apply(x, weight, eps);
-  return {outputs[0], outputs[1]};
+  const at::Tensor w = weight.value_or(at::Tensor());
+  TORCH_CHECK(!torch::autograd::isFwGradDefined(x) && !torch::autograd::isFwGradDefined(w),
+              "rms_norm: forward-mode AD (dual tensors, torch.func.jvp) is not implemented for this operator");
+  Pair outputs;
+  {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    outputs = call_forward(x, weight, eps);
+  }
+  if (torch::autograd::compute_requires_grad(x, w)) {
+    auto node = course::make_node<RmsNormBackward>();
+    node->set_next_edges(torch::autograd::collect_next_edges(x, w));
+    node->x = torch::autograd::SavedVariable(x, false);
+    node->weight = torch::autograd::SavedVariable(w, false);
+    node->rstd = torch::autograd::SavedVariable(std::get<1>(outputs), false);  // no history: not differentiable
+    node->has_weight = w.defined();
+    torch::autograd::set_history(std::get<0>(outputs), node);
+  }
+  return outputs;
 }
 
 }  // namespace

@@ -20,14 +20,12 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
-#include <memory>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 
+#include "autograd_node.h"
 #include "course_todo.h"
 #include "layernorm_fast.h"
 
@@ -252,23 +250,8 @@ Tensors call_backward(const at::Tensor& dy, const at::Tensor& x, const std::opti
 }
 
 // BEGIN SOLUTION
-// The lesson's torch::autograd::Function does the same with bookkeeping of its own on every
-// call (its context, its outputs' wrapping); this node is what torch's generated code writes
-// for its own operators, and costs the host less (docs/performance.md, "day07 at 4096×1024").
-// Nodes are held by std::shared_ptr in older torch and by c10::intrusive_ptr in newer:
-// Tensor::grad_fn() says which.
-using NodePtr = std::decay_t<decltype(std::declval<const at::Tensor&>().grad_fn())>;
-
-template <typename T>
-auto make_node() {
-  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<torch::autograd::Node>>) {
-    return std::make_shared<T>();
-  } else {
-    return c10::make_intrusive<T>();
-  }
-}
-
-// backward's inputs, kept as SavedVariables: they are freed once backward ran, pass through
+// The backward node of forward (autograd_node.h says why by hand). It keeps backward's
+// inputs as SavedVariables: they are freed once backward ran, pass through
 // saved-tensor hooks, and refuse to unpack after an in-place change to x or weight.
 struct LayerNormBackward : public torch::autograd::Node {
   torch::autograd::SavedVariable x, weight, mean, rstd;
@@ -305,7 +288,7 @@ Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& w
     outputs = call_forward(x, weight, bias, eps);
   }
   if (torch::autograd::compute_requires_grad(x, w, b)) {
-    auto node = make_node<LayerNormBackward>();
+    auto node = course::make_node<LayerNormBackward>();
     node->set_next_edges(torch::autograd::collect_next_edges(x, w, b));
     node->x = torch::autograd::SavedVariable(x, false);
     node->weight = torch::autograd::SavedVariable(w, false);

@@ -20,14 +20,12 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
-#include <memory>
 #include <optional>
 #include <tuple>
-#include <type_traits>
 
+#include "autograd_node.h"
 #include "course_todo.h"
 #include "layernorm_fast.h"
 
