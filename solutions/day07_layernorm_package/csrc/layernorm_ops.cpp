@@ -1,4 +1,5 @@
-// LayerNorm as two PyTorch operators, fast_layernorm::forward and fast_layernorm::backward.
+// LayerNorm as PyTorch operators: fast_layernorm::forward and fast_layernorm::backward, and
+// fast_layernorm::layer_norm, what users call, made of forward (at the end of this file).
 //
 //   forward(x [..., D], weight [D]?, bias [D]?, eps) -> (y [..., D], mean [...], rstd [...])
 //       y = (x - mean) * rstd * weight + bias,  rstd = 1 / sqrt(var + eps), over the last dim
@@ -310,12 +311,45 @@ Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& w
 }
 // END SOLUTION
 
+// ---- layer_norm, what users call: to forward what aten::layer_norm is to aten::native_layer_norm ----
+
+// Made of the forward operator and views alone (CompositeImplicitAutograd), so autograd, fake
+// tensors and torch.compile see through it and need nothing registered for it. Users get y
+// straight from C++: no Python function around the call, no Python objects for mean and rstd.
+at::Tensor layer_norm(const at::Tensor& x, c10::SymIntArrayRef normalized_shape,
+                      const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
+  const int64_t dims = static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(dims >= 1 && x.dim() >= dims && x.sym_sizes().slice(x.dim() - dims) == normalized_shape,
+              "layer_norm: normalized_shape must be non-empty and end x's shape ", x.sym_sizes(), ", got ",
+              normalized_shape);
+  if (dims == 1) return std::get<0>(call_forward(x, weight, bias, eps));  // rows are x's last dim already
+  // The trailing dims flattened into one row of D elements, and back.
+  c10::SymInt cols = 1;
+  for (const c10::SymInt& size : normalized_shape) cols *= size;
+  c10::SymDimVector rows_shape(x.sym_sizes().begin(), x.sym_sizes().end() - dims);
+  rows_shape.push_back(cols);
+  const auto flat = [&](const std::optional<at::Tensor>& param) -> std::optional<at::Tensor> {
+    if (!param.has_value() || !param->defined()) return std::nullopt;
+    return param->reshape_symint({cols});
+  };
+  const at::Tensor y = std::get<0>(call_forward(x.reshape_symint(rows_shape), flat(weight), flat(bias), eps));
+  return y.reshape_symint(x.sym_sizes());
+}
+
 }  // namespace
 
 // The schemas. `float` is a C++ double; `Tensor?` may be None (an std::optional here).
 TORCH_LIBRARY(fast_layernorm, m) {
   m.def("forward(Tensor x, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)");
   m.def("backward(Tensor dy, Tensor x, Tensor? weight, Tensor mean, Tensor rstd) -> (Tensor, Tensor, Tensor)");
+  // SymInt, not int: compiled shapes may vary.
+  m.def("layer_norm(Tensor x, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> Tensor");
+}
+
+// Composite: the same kernel for every device, and autograd's comes from the ops it calls.
+TORCH_LIBRARY_IMPL(fast_layernorm, CompositeImplicitAutograd, m) {
+  m.impl("layer_norm", &layer_norm);
 }
 
 // Autograd covers every device; backward needs none: nothing differentiates it.

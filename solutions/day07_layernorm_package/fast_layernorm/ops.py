@@ -1,4 +1,4 @@
-"""The fake kernels, and the functional form.
+"""The fake kernels, and the functional form, layer_norm.
 
 A fake kernel gives an operator's outputs' shapes, dtypes and devices from the inputs' alone,
 computing nothing. torch.compile traces with fake tensors (no data), so an operator without
@@ -6,9 +6,6 @@ one cannot be compiled, and opcheck fails it. (The autograd formula is in C++, w
 kernels: csrc/layernorm_ops.cpp.)
 """
 from __future__ import annotations
-
-import math
-import numbers
 
 import torch
 
@@ -38,23 +35,6 @@ def _backward_fake(dy, x, weight, mean, rstd):
     # END SOLUTION
 
 
-_forward = torch.ops.fast_layernorm.forward.default  # looked up once: each call costs host time
-
-
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps) by the operator:
-    the trailing dimensions of normalized_shape are flattened into one row of D elements."""
-    if isinstance(normalized_shape, numbers.Integral):
-        normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
-    if len(normalized_shape) == 1 and x.dim() >= 1 and x.shape[-1] == normalized_shape[0]:
-        # Rows are already the last dimension: no views, whose autograd nodes cost host time.
-        return _forward(x, weight, bias, eps)[0]
-    if not normalized_shape or tuple(x.shape[x.dim() - len(normalized_shape):]) != normalized_shape:
-        raise ValueError(f"layer_norm: normalized_shape must be a non-empty tuple ending x's shape {tuple(x.shape)}, "
-                         f"got {normalized_shape}")
-    cols = math.prod(normalized_shape)
-    rows = x.reshape(*x.shape[:x.dim() - len(normalized_shape)], cols)
-    flat = [None if p is None else p.reshape(cols) for p in (weight, bias)]
-    y, _, _ = _forward(rows, flat[0], flat[1], eps)
-    return y.reshape(x.shape)
+# torch.nn.functional.layer_norm(x, normalized_shape, weight, bias, eps) as an operator
+# (csrc/layernorm_ops.cpp): users' calls reach C++ with no Python function in between.
+layer_norm = torch.ops.fast_layernorm.layer_norm.default

@@ -23,7 +23,7 @@ def test_matches_torch(device, shape):
         x = torch.randn(shape, device=device).to(dtype)
         weight, bias = torch.randn(shape[-1], device=device).to(dtype), torch.randn(shape[-1], device=device).to(dtype)
         expected = F.layer_norm(x.double(), shape[-1:], weight.double(), bias.double())
-        got = fast_layernorm.layer_norm(x, shape[-1], weight, bias)
+        got = fast_layernorm.layer_norm(x, shape[-1:], weight, bias)
         torch.testing.assert_close(got.double(), expected, atol=TOLERANCE[dtype] * 10, rtol=TOLERANCE[dtype])
 
 
@@ -31,7 +31,7 @@ def test_matches_torch(device, shape):
 def test_gradcheck(device):
     x, weight, bias = (torch.randn(shape, device=device, dtype=torch.float64, requires_grad=True)
                        for shape in ((6, 40), (40,), (40,)))
-    assert torch.autograd.gradcheck(lambda *t: fast_layernorm.layer_norm(t[0], 40, t[1], t[2]), (x, weight, bias))
+    assert torch.autograd.gradcheck(lambda *t: fast_layernorm.layer_norm(t[0], (40,), t[1], t[2]), (x, weight, bias))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -86,6 +86,6 @@ def test_no_memory_grows_over_many_calls():
 def test_runs_on_the_inputs_gpu():
     x = torch.randn(64, 512, device="cuda:1")
     weight, bias = torch.randn(512, device="cuda:1"), torch.randn(512, device="cuda:1")
-    got = fast_layernorm.layer_norm(x, 512, weight, bias)
+    got = fast_layernorm.layer_norm(x, (512,), weight, bias)
     assert got.device == x.device
     torch.testing.assert_close(got, F.layer_norm(x, (512,), weight, bias), atol=1e-5, rtol=1e-5)

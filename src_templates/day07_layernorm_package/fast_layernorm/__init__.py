@@ -1,7 +1,7 @@
 """fast_layernorm: LayerNorm as PyTorch operators, run by day 5's CUDA kernels on the GPU.
 
-    torch.ops.fast_layernorm.forward, .backward     the operators (csrc/layernorm_ops.cpp)
-    fast_layernorm.layer_norm(x, normalized_shape, weight, bias, eps)    like F.layer_norm
+    torch.ops.fast_layernorm.forward, .backward, .layer_norm    the operators (csrc/layernorm_ops.cpp)
+    fast_layernorm.layer_norm(x, normalized_shape, weight, bias, eps)    like F.layer_norm (the operator)
     fast_layernorm.LayerNorm(normalized_shape, ...)                      like nn.LayerNorm
 """
 import glob
