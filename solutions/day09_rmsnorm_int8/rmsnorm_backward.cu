@@ -7,9 +7,9 @@
 // As in day05's fused backward, a block walks a strip of rows, and each thread owns the same
 // columns of every row it visits: it computes dx for them, and adds dy · x̂ to running sums of
 // its columns. Here the running sums stay in registers (32 columns a thread: 32 floats), and
-// at the end each row group of the block writes them as one row of partial sums, which the
-// caller adds up (a [groups, D] sum: small next to x). x and dy come from memory once, and no atomics
-// run, so the sums' order is fixed and results repeat bit for bit.
+// at the end each row group of the block writes them as one row of partial sums, which a second
+// kernel adds up (a [groups, D] sum: small next to x). x and dy come from memory once, and no
+// atomics run, so the sums' order is fixed and results repeat bit for bit.
 #include "rmsnorm_row.cuh"
 
 namespace {
@@ -97,6 +97,30 @@ rms_norm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, cons
   }
 }
 
+// Stage 2: dw_j = the sum of column j over the partial rows, in a fixed order (day05's stage
+// 2, for one sum). Block b takes columns 32b .. 32b + 31: thread (c, lane) adds rows lane,
+// lane + 32, ... of its column (a warp reads 32 neighbouring floats of a row), and the 32 lanes
+// meet in shared memory. One launch: ATen's sum and cast would be two, each with more host work.
+constexpr int kSumColumns = 32;
+constexpr int kSumLanes = 32;
+
+template <typename T>
+__global__ void sum_partial_rows_kernel(const float* __restrict__ partials, T* __restrict__ dw,
+                                        int64_t partial_rows, int cols) {
+  __shared__ float lanes[kSumLanes][kSumColumns];
+  const int col = blockIdx.x * kSumColumns + threadIdx.x;
+  float sum = 0.0f;
+  if (col < cols) {
+    for (int64_t p = threadIdx.y; p < partial_rows; p += kSumLanes) sum += partials[p * cols + col];
+  }
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    for (int lane = 1; lane < kSumLanes; ++lane) sum += lanes[lane][threadIdx.x];
+    dw[col] = from_acc<T>(sum);
+  }
+}
+
 template <typename T>
 struct BackwardKernel {
   template <int kVec, int kVecs>
@@ -140,7 +164,7 @@ int64_t rms_norm_backward_partial_rows(const T* dy, const T* x, const T* w, cons
 
 template <typename T>
 cudaError_t launch_rms_norm_backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx,
-                                     float* dw_partials, int64_t rows, int64_t cols, cudaStream_t stream) {
+                                     float* dw_partials, T* dw, int64_t rows, int64_t cols, cudaStream_t stream) {
   const RowPlan plan = rms_row_plan(cols, sizeof(T), backward_aligned(dy, x, w, dx));
   if (!plan.fits()) return cudaErrorInvalidValue;  // the op checks D <= kMaxCols first
   if (rows == 0) return cudaSuccess;
@@ -148,13 +172,18 @@ cudaError_t launch_rms_norm_backward(const T* dy, const T* x, const T* w, const 
   kernel_for<T, BackwardKernel<T>::template Instance>(plan)<<<blocks, dim3(plan.threads_per_row,
                                                                              plan.rows_per_block), 0, stream>>>(
       dy, x, w, rstd, dx, dw_partials, rows, static_cast<int>(cols));
+  const cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) return error;
+  const int sum_blocks = static_cast<int>((cols + kSumColumns - 1) / kSumColumns);
+  sum_partial_rows_kernel<T><<<sum_blocks, dim3(kSumColumns, kSumLanes), 0, stream>>>(
+      dw_partials, dw, static_cast<int64_t>(blocks) * plan.rows_per_block, static_cast<int>(cols));
   return cudaGetLastError();
 }
 
 #define INSTANTIATE_RMS_NORM_BACKWARD(T)                                                                        \
   template int64_t rms_norm_backward_partial_rows<T>(const T*, const T*, const T*, const T*, int64_t, int64_t); \
-  template cudaError_t launch_rms_norm_backward<T>(const T*, const T*, const T*, const float*, T*, float*, int64_t, \
-                                                   int64_t, cudaStream_t);
+  template cudaError_t launch_rms_norm_backward<T>(const T*, const T*, const T*, const float*, T*, float*, T*,     \
+                                                   int64_t, int64_t, cudaStream_t);
 INSTANTIATE_RMS_NORM_BACKWARD(__half)
 INSTANTIATE_RMS_NORM_BACKWARD(__nv_bfloat16)
 INSTANTIATE_RMS_NORM_BACKWARD(float)

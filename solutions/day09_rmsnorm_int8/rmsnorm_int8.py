@@ -59,12 +59,19 @@ def _eps(x, eps):
     return torch.finfo(x.dtype).eps if eps is None else float(eps)
 
 
+# Each operator's one overload, looked up once: torch.ops' lookups and its choice of overload
+# cost host time on every call.
+_OPERATORS = {(backend, name): getattr(ops(backend), name).default
+              for backend in BACKENDS for name in ("rms_norm", "rms_norm_quant", "add_rms_norm_quant")}
+
+
 def _call(backend, name, x, *args):
     """The operator, or in eager mode on real CUDA tensors the Triton function it wraps, which
     skips the operator's Python dispatch (rmsnorm_triton.py)."""
     if backend == "triton" and type(x) is torch.Tensor and x.is_cuda and not torch.compiler.is_compiling():
         return rmsnorm_triton.EAGER[name](x, *args)
-    return getattr(ops(backend), name)(x, *args)
+    operator = _OPERATORS.get((backend, name))
+    return operator(x, *args) if operator is not None else getattr(ops(backend), name)(x, *args)
 
 
 def rms_norm(x, weight=None, eps=None, backend="cuda"):

@@ -28,16 +28,16 @@ template <typename T>
 cudaError_t launch_rms_norm_forward(const T* x, const T* w, T* y, float* rstd, int64_t rows, int64_t cols,
                                     float eps, cudaStream_t stream);
 
-// The backward writes dx, and one row of partial dw sums (float) per row group it runs; the
-// caller adds the partial rows up. This says how many there are for these arguments on this
-// GPU (0 when there are no rows).
+// The backward writes dx, and dw through one row of partial dw sums (float) per row group it
+// runs, in dw_partials, which a second kernel adds up. This says how many partial rows there
+// are for these arguments on this GPU (0 when there are no rows).
 template <typename T>
 int64_t rms_norm_backward_partial_rows(const T* dy, const T* x, const T* w, const T* dx, int64_t rows,
                                        int64_t cols);
 
 template <typename T>
 cudaError_t launch_rms_norm_backward(const T* dy, const T* x, const T* w, const float* rstd, T* dx,
-                                     float* dw_partials, int64_t rows, int64_t cols, cudaStream_t stream);
+                                     float* dw_partials, T* dw, int64_t rows, int64_t cols, cudaStream_t stream);
 
 // residual == nullptr: quant of rms_norm(x); otherwise the residual variant.
 template <typename T>

@@ -232,11 +232,11 @@ Pair backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std:
       const int64_t partial_rows = rms_norm_backward_partial_rows(
           cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w), cuda_ptr<scalar_t>(dx), rows, cols);
       auto partials = at::empty({partial_rows, cols}, x.options().dtype(at::kFloat));
+      dweight = at::empty({cols}, x.options());
       check_launch("rms_norm_backward",
                    launch_rms_norm_backward(cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w),
                                             rstd.data_ptr<float>(), cuda_ptr<scalar_t>(dx), partials.data_ptr<float>(),
-                                            rows, cols, stream));
-      dweight = partials.sum(0).to(x.scalar_type());
+                                            cuda_ptr<scalar_t>(dweight), rows, cols, stream));
     }
   });
   return {dx, dweight};
