@@ -5,8 +5,11 @@ parsed once instead of in every compile, where parsing them is half the compile'
 
 g++ looks for `ATen/ATen.h.gch` in each include folder just before the header itself, and
 uses it only if it was made by the same compiler with compatible options; otherwise it reads
-the header as usual. The folder reaches builds through CPATH, so no compile command changes:
-a missing, stale or unusable file costs time, never a different build. The folder is named by
+the header as usual. g++ can use one only for a file's first include: a second include of the
+same header (from a header of the student's own) finds the .gch unusable and then looks for the
+header in this folder, so each has a forwarding header beside it (`#include_next`, to torch's).
+The folder reaches builds through CPATH, so no compile command changes: a missing, stale or
+unusable file costs time, never a different build. The folder is named by
 torch's version, its headers and the compiler; only the process that makes it writes there
 (sandboxed builds read it).
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import pathlib
 import re
 import shlex
 import subprocess
@@ -56,7 +60,16 @@ def folder(base: str) -> str:
 
 
 def _made(where: str, header: str) -> bool:
-    return os.path.isfile(os.path.join(where, header + ".gch"))
+    return all(os.path.isfile(os.path.join(where, header + end)) for end in (".gch", ""))
+
+
+def _write_whole(path: str, write) -> None:
+    """Made as path.partial, then renamed in whole: a compile that starts meanwhile finds the
+    whole file or none."""
+    partial = path + ".partial"
+    write(partial)
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
 
 
 def made(where: str) -> bool:
@@ -90,15 +103,14 @@ def make(where: str, *, wait: bool = False) -> bool:
             compiler, flags = _build_flags(os.path.join(scratch, "build"))
         env = {**os.environ, "CCACHE_DISABLE": "1"}  # hundreds of MB: not for the compiler cache
         for header in HEADERS:
-            if _made(where, header):
-                continue
-            os.makedirs(os.path.dirname(os.path.join(where, header)), exist_ok=True)
-            partial = os.path.join(where, header + ".gch.partial")
-            subprocess.run([*compiler, *flags, "-x", "c++-header", _source(header), "-o", partial], env=env, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS)
-            os.chmod(partial, 0o644)
-            # Renamed in whole: a compile that starts meanwhile finds the whole file or none.
-            os.replace(partial, os.path.join(where, header + ".gch"))
+            path = os.path.join(where, header)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if not os.path.isfile(path):
+                _write_whole(path, lambda partial: pathlib.Path(partial).write_text(f"#include_next <{header}>\n"))
+            if not os.path.isfile(path + ".gch"):
+                _write_whole(path + ".gch", lambda partial: subprocess.run(
+                    [*compiler, *flags, "-x", "c++-header", _source(header), "-o", partial], env=env, check=True,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS))
     return True
 
 

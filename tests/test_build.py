@@ -111,6 +111,26 @@ def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_
     assert not any(line.startswith("! ") for line in read) and any(line.endswith("/ATen/ATen.h") for line in read)
 
 
+def test_a_header_included_twice_builds_with_the_precompiled_one(tmp_path):
+    """A file that includes ATen/ATen.h, then a header of its own that includes it again (as
+    day07's and day09's autograd_node.h do), builds with the precompiled header on CPATH: g++
+    can use a precompiled header only for the first include, and looks for the header itself in
+    the folder where it found the unusable .gch."""
+    base = os.environ.get("COURSE_PRECOMPILED_HEADERS") or str(tmp_path / "headers")
+    where = precompiled_header.folder(base)
+    assert precompiled_header.make(where, wait=True)
+    (tmp_path / "again.h").write_text("#pragma once\n#include <ATen/ATen.h>\ninline int two() { return 2; }\n")
+    source = tmp_path / "twice.cpp"
+    source.write_text('#include <ATen/ATen.h>\n#include "again.h"\nint three() { return 1 + two(); }\n')
+    compile_extension("twice", [str(source)], str(tmp_path / "build"))
+    compiler, flags = precompiled_header._build_flags(str(tmp_path / "build"))
+    env = {**os.environ, "CPATH": where, "CCACHE_DISABLE": "1"}
+    run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in run.stderr
+
+
 def test_no_folder_for_the_precompiled_header_means_builds_without_one(tmp_path, capsys):
     (tmp_path / "a_file").write_text("")
     assert precompiled_header.start(str(tmp_path / "a_file" / "headers")) == ("", None)
