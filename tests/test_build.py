@@ -80,34 +80,43 @@ def test_a_package_build_shows_one_short_line_per_compile_step():
     assert build_progress("  running build_ext") == ""
 
 
-def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):
-    """A file compiled with a build's own options (its ninja file's) uses the precompiled ATen.h
-    found through CPATH, and one that includes torch/extension.h first (day 01's) that one:
-    g++ -H marks the header it used with "!". A file that is not a precompiled header is passed
-    over, and the header itself read."""
+def _with_precompiled_header(tmp_path):
+    """(the precompiled headers' folder, made; includes(source, cpath): what g++ -H reports
+    compiling source with a build's own options, those of its ninja file, and that CPATH)."""
     base = os.environ.get("COURSE_PRECOMPILED_HEADERS") or str(tmp_path / "headers")
     where = precompiled_header.folder(base)
     assert precompiled_header.make(where, wait=True)
-    source = tmp_path / "uses_aten.cpp"
-    source.write_text("// comments may come first, as in the units' files\n#include <ATen/ATen.h>\nint one() { return 1; }\n")
-    compile_extension("uses_aten", [str(source)], str(tmp_path / "build"))
+    empty = tmp_path / "empty.cpp"
+    empty.write_text("")
+    compile_extension("flags_probe", [str(empty)], str(tmp_path / "build"))
     compiler, flags = precompiled_header._build_flags(str(tmp_path / "build"))
 
-    def includes(cpath: str, source=source) -> str:
+    def includes(source, cpath: str) -> str:
         env = {**os.environ, "CPATH": cpath, "CCACHE_DISABLE": "1"}
         run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
                              text=True, timeout=300)
         assert run.returncode == 0, run.stderr[-2000:]
         return run.stderr
 
-    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(where)
+    return where, includes
+
+
+def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):
+    """A file compiled with a build's own options (its ninja file's) uses the precompiled ATen.h
+    found through CPATH, and one that includes torch/extension.h first (day 01's) that one:
+    g++ -H marks the header it used with "!". A file that is not a precompiled header is passed
+    over, and the header itself read."""
+    where, includes = _with_precompiled_header(tmp_path)
+    source = tmp_path / "uses_aten.cpp"
+    source.write_text("// comments may come first, as in the units' files\n#include <ATen/ATen.h>\nint one() { return 1; }\n")
+    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(source, where)
     day01_like = tmp_path / "uses_extension.cpp"
     day01_like.write_text("#include <torch/extension.h>\nint one() { return 1; }\n")
-    assert f"! {os.path.join(where, 'torch', 'extension.h.gch')}" in includes(where, day01_like)
+    assert f"! {os.path.join(where, 'torch', 'extension.h.gch')}" in includes(day01_like, where)
     broken = tmp_path / "broken"
     (broken / "ATen").mkdir(parents=True)
     (broken / "ATen" / "ATen.h.gch").write_bytes(os.urandom(4096))
-    read = includes(str(broken)).splitlines()
+    read = includes(source, str(broken)).splitlines()
     assert not any(line.startswith("! ") for line in read) and any(line.endswith("/ATen/ATen.h") for line in read)
 
 
@@ -116,19 +125,11 @@ def test_a_header_included_twice_builds_with_the_precompiled_one(tmp_path):
     day07's and day09's autograd_node.h do), builds with the precompiled header on CPATH: g++
     can use a precompiled header only for the first include, and looks for the header itself in
     the folder where it found the unusable .gch."""
-    base = os.environ.get("COURSE_PRECOMPILED_HEADERS") or str(tmp_path / "headers")
-    where = precompiled_header.folder(base)
-    assert precompiled_header.make(where, wait=True)
+    where, includes = _with_precompiled_header(tmp_path)
     (tmp_path / "again.h").write_text("#pragma once\n#include <ATen/ATen.h>\ninline int two() { return 2; }\n")
     source = tmp_path / "twice.cpp"
     source.write_text('#include <ATen/ATen.h>\n#include "again.h"\nint three() { return 1 + two(); }\n')
-    compile_extension("twice", [str(source)], str(tmp_path / "build"))
-    compiler, flags = precompiled_header._build_flags(str(tmp_path / "build"))
-    env = {**os.environ, "CPATH": where, "CCACHE_DISABLE": "1"}
-    run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in run.stderr
+    assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(source, where)
 
 
 def test_no_folder_for_the_precompiled_header_means_builds_without_one(tmp_path, capsys):
