@@ -32,8 +32,29 @@ def _norm_inputs(dtype, rows=4096, cols=1024):
     return x, w, torch.randn_like(x), (x.detach().requires_grad_(), w.detach().requires_grad_())
 
 
+class _CudaOpsInPythonFunction(torch.autograd.Function):
+    """The CUDA operators in a Python autograd.Function, as the Triton path records its graph:
+    what the Python Function and the engine's call into Python cost, without Triton's launches."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        y, rstd = torch.ops.rmsnorm_int8.rms_norm.default(x, weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.mark_non_differentiable(rstd)
+        return y, rstd
+
+    @staticmethod
+    def backward(ctx, dy, _drstd):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dweight = torch.ops.rmsnorm_int8.rms_norm_backward.default(dy, x, weight, rstd)
+        return dx, dweight, None
+
+
 def groups(ext, triton_ops, dtype):
     x, w, dy, leaves = _norm_inputs(dtype)
+    kept = {"triton": ext.rms_norm(*leaves, EPS, backend="triton"), "cuda": ext.rms_norm(*leaves, EPS, backend="cuda"),
+            "python": _CudaOpsInPythonFunction.apply(*leaves, EPS)[0],
+            "torch": F.rms_norm(leaves[0], (x.shape[1],), leaves[1], EPS)}
     rows, cols = x.shape
     y, rstd = triton_ops._rms_norm(x, w, EPS)
     # The launches as the functions make them (rmsnorm_triton.py), without the functions.
@@ -51,6 +72,18 @@ def groups(ext, triton_ops, dtype):
             "cuda: rms_norm (C++ autograd)": lambda: torch.autograd.grad(
                 ext.rms_norm(*leaves, EPS, backend="cuda"), leaves, dy),
             "torch: F.rms_norm": lambda: torch.autograd.grad(F.rms_norm(leaves[0], (cols,), leaves[1], EPS), leaves, dy),
+        },
+        "forward recording the graph, 4096x1024": {
+            "triton: rms_norm (autograd.Function)": lambda: ext.rms_norm(*leaves, EPS, backend="triton"),
+            "cuda ops in a Python autograd.Function": lambda: _CudaOpsInPythonFunction.apply(*leaves, EPS),
+            "cuda: rms_norm (C++ autograd)": lambda: ext.rms_norm(*leaves, EPS, backend="cuda"),
+            "torch: F.rms_norm": lambda: F.rms_norm(leaves[0], (cols,), leaves[1], EPS),
+        },
+        "backward of a kept graph (autograd.grad, retain_graph), 4096x1024": {
+            name: (lambda y=y: torch.autograd.grad(y, leaves, dy, retain_graph=True)) for name, y in (
+                ("triton: rms_norm (autograd.Function)", kept["triton"]),
+                ("cuda ops in a Python autograd.Function", kept["python"]),
+                ("cuda: rms_norm (C++ autograd)", kept["cuda"]), ("torch: F.rms_norm", kept["torch"]))
         },
         "forward, no grad": {
             "triton: the kernel's launch alone": lambda: forward_kernel[(rows,)](
