@@ -55,8 +55,15 @@ sys.path.insert(0, {str(folder)!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+import inspect
 import rmsnorm_triton as kernels
-source = ASTSource(fn=kernels.{kernel_name}, signature={signature!r}, constexprs={constexprs!r})
+fn, signature, constexprs = kernels.{kernel_name}, {signature!r}, {constexprs!r}
+if "constexprs" in inspect.signature(ASTSource).parameters:
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+else:  # older Triton (torch 2.4's 3.0): arguments by position, the constexprs apart
+    position = {{name: i for i, name in enumerate(fn.arg_names)}}
+    source = ASTSource(fn=fn, signature={{position[n]: t for n, t in signature.items() if t != "constexpr"}},
+                       constants={{position[n]: value for n, value in constexprs.items()}})
 print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
 """
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
