@@ -107,8 +107,6 @@ def hint_for(log: str) -> str:
         return "ninja is missing: run `pip install ninja` and build again."
     if "unsupported gpu architecture" in log.lower():
         return "nvcc does not know this GPU: set TORCH_CUDA_ARCH_LIST to your GPU's capability (e.g. 7.5 on a T4)."
-    if "invalid command 'bdist_wheel'" in log:  # setuptools before 70.1 builds wheels only with `wheel`
-        return "this setuptools cannot build wheels: run `pip install -U setuptools wheel` and build again."
     if "undefined symbol" in log or "undefined reference" in log:
         return "a function is declared but never defined: check the launcher's name and template instantiations."
     return "fix the first error first: later ones are often caused by it."
