@@ -4,7 +4,7 @@
 # templates, the kernels compiled for Turing and Hopper), the autograder's grading of each
 # reference, and the Triton kernels compiled for Turing with that torch's Triton.
 #
-#   scripts/older_torch_check.sh [TORCH_VERSION] [pytest args]
+#   scripts/older_torch_check.sh [TORCH_VERSION] [pytest args]   (a -k of your own replaces the selection)
 #
 # This machine's nvcc may be newer than the CUDA that torch was built with (nvcc 13 against
 # torch 2.4's CUDA 12.1), a pair torch's builder refuses: a sitecustomize in the venv lets it

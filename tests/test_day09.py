@@ -60,10 +60,8 @@ import rmsnorm_triton as kernels
 fn, signature, constexprs = kernels.{kernel_name}, {signature!r}, {constexprs!r}
 if "constexprs" in inspect.signature(ASTSource).parameters:
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-else:  # older Triton (torch 2.4's 3.0): arguments by position, the constexprs apart
-    position = {{name: i for i, name in enumerate(fn.arg_names)}}
-    source = ASTSource(fn=fn, signature={{position[n]: t for n, t in signature.items() if t != "constexpr"}},
-                       constants={{position[n]: value for n, value in constexprs.items()}})
+else:  # Triton before 3.3 (torch 2.4's 3.0, 2.6's 3.2) calls them constants
+    source = ASTSource(fn=fn, signature=signature, constants=constexprs)
 print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
 """
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
