@@ -9,8 +9,8 @@
 # This machine's nvcc may be newer than the CUDA that torch was built with (nvcc 13 against
 # torch 2.4's CUDA 12.1), a pair torch's builder refuses: a sitecustomize in the venv lets it
 # build. What this checks is our sources against the older torch's headers and Python API.
-# bf16 Triton kernels for Turing are left out: Triton 3.0 (torch 2.4's) cannot compile them
-# for sm_75, as the day08 lesson tells T4 users.
+# bf16 Triton kernels for Turing are left out: Triton 3.0 and 3.2 (torch 2.4's and 2.6's)
+# cannot compile them for sm_75, as the day08 lesson tells T4 users.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version="${1:-2.4.1}"

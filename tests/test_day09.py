@@ -60,7 +60,7 @@ import rmsnorm_triton as kernels
 fn, signature, constexprs = kernels.{kernel_name}, {signature!r}, {constexprs!r}
 if "constexprs" in inspect.signature(ASTSource).parameters:
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-else:  # Triton before 3.3 (torch 2.4's 3.0, 2.6's 3.2) calls them constants
+else:  # older Triton (torch 2.4's 3.0, 2.6's 3.2) calls them constants
     source = ASTSource(fn=fn, signature=signature, constants=constexprs)
 print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
 """
