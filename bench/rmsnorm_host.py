@@ -52,10 +52,10 @@ class _CudaOpsInPythonFunction(torch.autograd.Function):
 
 def groups(ext, triton_ops, dtype):
     x, w, dy, leaves = _norm_inputs(dtype)
+    rows, cols = x.shape
     kept = {"triton": ext.rms_norm(*leaves, EPS, backend="triton"), "cuda": ext.rms_norm(*leaves, EPS, backend="cuda"),
             "python": _CudaOpsInPythonFunction.apply(*leaves, EPS)[0],
-            "torch": F.rms_norm(leaves[0], (x.shape[1],), leaves[1], EPS)}
-    rows, cols = x.shape
+            "torch": F.rms_norm(leaves[0], (cols,), leaves[1], EPS)}  # graphs the backward group runs again
     y, rstd = triton_ops._rms_norm(x, w, EPS)
     # The launches as the functions make them (rmsnorm_triton.py), without the functions.
     block = triton.next_power_of_2(cols)

@@ -50,12 +50,12 @@ def test_interpreted_check_catches_round_half_away_from_zero(tmp_path):
 
 def _turing_compile(folder, kernel_name, signature, constexprs, arch):
     code = f"""
+import inspect
 import sys
 sys.path.insert(0, {str(folder)!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import inspect
 import rmsnorm_triton as kernels
 fn, signature, constexprs = kernels.{kernel_name}, {signature!r}, {constexprs!r}
 if "constexprs" in inspect.signature(ASTSource).parameters:
