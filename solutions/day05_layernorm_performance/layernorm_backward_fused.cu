@@ -55,17 +55,34 @@ __device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 value) {
   return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(value)) << 16);
 }
 
+// Element e of a held vector, widened. bf16 pairs are read as 32-bit words: the low element is
+// the word shifted up, the high one the word with its low half cleared, one instruction each.
+template <typename T, int N>
+__device__ __forceinline__ acc_type_t<T> widen_at(const AlignedVector<T, N>& vec, int e) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
+    const unsigned int word = reinterpret_cast<const unsigned int*>(vec.val)[e / 2];
+    return __uint_as_float(e % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    return widen(vec.val[e]);
+  }
+}
+
 // Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
 // receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
-// warps' sums meet in shared memory, and each thread adds its row's warps in the same order.
+// warps' sums meet in shared memory, and each warp adds its row's by shuffles again.
 // (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
 // rows of 64 to 480 threads share blocks.)
 template <typename acc_t>
 __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    a += __shfl_xor_sync(0xffffffffu, a, offset);
-    b += __shfl_xor_sync(0xffffffffu, b, offset);
+  // Unrolled, steps past the row's width skipped: a loop's counter and branch would cost as
+  // much as its shuffles, and this runs once a row in every thread.
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    if (offset < width) {
+      a += __shfl_xor_sync(0xffffffffu, a, offset);
+      b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
   }
   if (blockDim.x <= kWarpSize) return;
   __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2];
@@ -77,11 +94,18 @@ __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
     warp_sums[warp][1] = b;
   }
   __syncthreads();
-  a = 0;
-  b = 0;
-  for (int w = threadIdx.y * warps_per_row; w < (threadIdx.y + 1) * warps_per_row; ++w) {
-    a += warp_sums[w][0];
-    b += warp_sums[w][1];
+  // One warp's sum a lane, added in log2(warps) steps rather than one a warp. Each aligned
+  // group of `span` lanes holds them all, so every lane gets the totals.
+  const int span = 1 << (32 - __clz(warps_per_row - 1));  // warps_per_row (>= 2) up to a power of two
+  const int slot = threadIdx.x % kWarpSize % span;
+  a = slot < warps_per_row ? warp_sums[threadIdx.y * warps_per_row + slot][0] : acc_t(0);
+  b = slot < warps_per_row ? warp_sums[threadIdx.y * warps_per_row + slot][1] : acc_t(0);
+#pragma unroll
+  for (int offset = kMaxThreadsPerRow / kWarpSize / 2; offset > 0; offset /= 2) {
+    if (offset < span) {
+      a += __shfl_xor_sync(0xffffffffu, a, offset);
+      b += __shfl_xor_sync(0xffffffffu, b, offset);
+    }
   }
 }
 
@@ -126,6 +150,7 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
   const int vecs = min(chunk_vecs, cols / kVec - first_vec);  // this block's part of the row
   const Vec* gamma_vecs = reinterpret_cast<const Vec*>(gamma) + first_vec;
   const int64_t row_step = static_cast<int64_t>(gridDim.x / exchange.chunks) * blockDim.y;
+  const acc_t inv_cols = acc_t(1) / cols;  // one division, not two a row
   for (int64_t first_row = group * blockDim.y; first_row < rows; first_row += row_step) {
     const int64_t row = first_row + threadIdx.y;
     const bool active = row < rows;  // an idle thread stays for the row sums, adding zeros
@@ -164,9 +189,9 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
 #pragma unroll
           for (int i = 0; i < kPack; ++i) {
             const int e = p * kPack + i;
-            const acc_t xhat = (widen(x_held[k].val[e]) - row_mean) * row_rstd;
-            const acc_t d = widen(dy_held[k].val[e]);
-            const acc_t g = d * widen(gv.val[e]);
+            const acc_t xhat = (widen_at(x_held[k], e) - row_mean) * row_rstd;
+            const acc_t d = widen_at(dy_held[k], e);
+            const acc_t g = d * widen_at(gv, e);
             sum_g += g;
             sum_g_xhat += g * xhat;
             dgamma_sums.val[i] += d * xhat;
@@ -190,8 +215,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
     // dx_j = rstd·g_j + slope·(x_j − mean) + offset, with slope = −rstd²·mean(g·x̂) and
     // offset = −rstd·mean(g): the formula above, with two multiply-adds an element. (x − mean
     // first, as in x̂: where |mean| >> std, slope·x + (offset − slope·mean) would cancel.)
-    const acc_t slope = -row_rstd * row_rstd * (sum_g_xhat / cols);
-    const acc_t offset = -row_rstd * (sum_g / cols);
+    const acc_t slope = -row_rstd * row_rstd * (sum_g_xhat * inv_cols);
+    const acc_t offset = -row_rstd * (sum_g * inv_cols);
 
 #pragma unroll
     for (int k = 0; k < kVecsPerThread; ++k) {
@@ -201,8 +226,8 @@ layernorm_backward_fused_kernel(const T* __restrict__ dy, const T* __restrict__ 
         Vec out;
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          const acc_t g = widen(dy_held[k].val[e]) * widen(gv.val[e]);
-          out.val[e] = from_acc<T>(row_rstd * g + (slope * (widen(x_held[k].val[e]) - row_mean) + offset));
+          const acc_t g = widen_at(dy_held[k], e) * widen_at(gv, e);
+          out.val[e] = from_acc<T>(row_rstd * g + (slope * (widen_at(x_held[k], e) - row_mean) + offset));
         }
         dx_row[v] = out;
       }
