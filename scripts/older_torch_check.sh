@@ -52,5 +52,5 @@ export PATH="$venv/bin:$PATH"
 if [ -z "${CUDA_HOME:-}" ] && [ -d /usr/local/cuda ]; then export CUDA_HOME=/usr/local/cuda; fi
 workers="${PYTEST_WORKERS:-2}"
 python -c 'import torch, triton; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}")'
-python -m pytest -q -n "$workers" -p no:cacheprovider tests/test_units.py tests/test_autograder.py tests/test_day09.py \
+python -m pytest -q -n "$workers" -p no:cacheprovider tests/test_units.py tests/test_autograder.py tests/test_day08.py tests/test_day09.py \
   -k "test_units.py or test_reference_gets_full_marks or (compile_for_turing and not bf16)" "$@"

@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 
 from course.authoring import units
 from course.loading import build_and_load
@@ -55,3 +57,24 @@ def sample_class_problems(unit, out: str, entry: str, names: list[str], lost: se
     with open(os.path.join(folder, "results.json"), "w", encoding="utf-8") as handle:
         json.dump({"tests": tests}, handle)
     return sample_class.check(unit, out)
+
+
+def triton_compile(folder: str, module: str, kernel: str, signature: dict, constexprs: dict, arch: int):
+    """Compile `kernel` of `module` (a file in `folder`) for sm_`arch` with Triton, no GPU needed, in
+    a process of its own: the CompletedProcess, whose last line of output is the cubin's size."""
+    code = f"""
+import inspect
+import sys
+sys.path.insert(0, {str(folder)!r})
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import {module} as kernels
+fn, signature, constexprs = kernels.{kernel}, {signature!r}, {constexprs!r}
+if "constexprs" in inspect.signature(ASTSource).parameters:
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+else:  # older Triton (torch 2.4's 3.0, 2.6's 3.2) calls them constants
+    source = ASTSource(fn=fn, signature=signature, constants=constexprs)
+print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from course.authoring import units
+from helpers import triton_compile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -48,25 +49,6 @@ def test_interpreted_check_catches_round_half_away_from_zero(tmp_path):
     assert "WRONG quant ties: every" in result.stdout and "WRONG quant ties, long-row kernel" in result.stdout
 
 
-def _turing_compile(folder, kernel_name, signature, constexprs, arch):
-    code = f"""
-import inspect
-import sys
-sys.path.insert(0, {str(folder)!r})
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-import rmsnorm_triton as kernels
-fn, signature, constexprs = kernels.{kernel_name}, {signature!r}, {constexprs!r}
-if "constexprs" in inspect.signature(ASTSource).parameters:
-    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-else:  # older Triton (torch 2.4's 3.0, 2.6's 3.2) calls them constants
-    source = ASTSource(fn=fn, signature=signature, constants=constexprs)
-print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
-"""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
 def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
     """A T4 (sm_75) has no bfloat16 arithmetic: the kernels compute in float32 and only convert,
@@ -92,5 +74,5 @@ def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
                                        {"HAS_RESIDUAL": True, "CHUNK": 2048}),
     }
     for name, (signature, constexprs) in kernels.items():
-        result = _turing_compile(tmp_path, name, signature, constexprs, 75)
+        result = triton_compile(tmp_path, "rmsnorm_triton", name, signature, constexprs, arch=75)
         assert result.returncode == 0 and int(result.stdout.split()[-1]) > 0, (name, result.stderr[-3000:])
