@@ -1,4 +1,5 @@
-"""Building a unit's rendered sources once per test session, and loading its suites."""
+"""Building a unit's rendered sources once per test session, loading its suites, and compiling
+Triton kernels for a GPU that is not here."""
 import json
 import os
 import re
