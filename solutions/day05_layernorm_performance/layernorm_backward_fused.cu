@@ -72,18 +72,23 @@ __device__ __forceinline__ acc_type_t<T> widen_at(const AlignedVector<T, N>& vec
 // warps' sums meet in shared memory, and each warp adds its row's by shuffles again.
 // (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
 // rows of 64 to 480 threads share blocks.)
-template <typename acc_t>
-__device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
-  const int width = blockDim.x < kWarpSize ? blockDim.x : kWarpSize;
-  // Unrolled, steps past the row's width skipped: a loop's counter and branch would cost as
-  // much as its shuffles, and this runs once a row in every thread.
+// a and b summed over each aligned group of `width` lanes (a power of two up to kLargest) by
+// xor-shuffles. Unrolled, offsets at or past the width skipped: a loop's counter and branch
+// would cost as much as its shuffles, and this runs once a row in every thread.
+template <int kLargest, typename acc_t>
+__device__ __forceinline__ void lanes_sum2(acc_t& a, acc_t& b, int width) {
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+  for (int offset = kLargest / 2; offset > 0; offset /= 2) {
     if (offset < width) {
       a += __shfl_xor_sync(0xffffffffu, a, offset);
       b += __shfl_xor_sync(0xffffffffu, b, offset);
     }
   }
+}
+
+template <typename acc_t>
+__device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
+  lanes_sum2<kWarpSize>(a, b, blockDim.x < kWarpSize ? blockDim.x : kWarpSize);
   if (blockDim.x <= kWarpSize) return;
   __shared__ acc_t warp_sums[kMaxThreadsPerRow / kWarpSize][2];
   const int warps_per_row = blockDim.x / kWarpSize;  // a multiple of 32 threads: plan_rows
@@ -100,13 +105,7 @@ __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   const int slot = threadIdx.x % kWarpSize % span;
   a = slot < warps_per_row ? warp_sums[threadIdx.y * warps_per_row + slot][0] : acc_t(0);
   b = slot < warps_per_row ? warp_sums[threadIdx.y * warps_per_row + slot][1] : acc_t(0);
-#pragma unroll
-  for (int offset = kMaxThreadsPerRow / kWarpSize / 2; offset > 0; offset /= 2) {
-    if (offset < span) {
-      a += __shfl_xor_sync(0xffffffffu, a, offset);
-      b += __shfl_xor_sync(0xffffffffu, b, offset);
-    }
-  }
+  lanes_sum2<kMaxThreadsPerRow / kWarpSize>(a, b, span);
 }
 
 // The running sums in shared memory: a thread owns kSlots columns (slot s = k·kVec + e for
