@@ -4,8 +4,11 @@
 
 Forward: version 4 (the row in registers, `kernel="auto"`) against F.layer_norm. Backward: the
 fused kernel against aten::native_layer_norm_backward called directly (one op each, like for
-like), then both through autograd (what users run). Bytes: forward_bytes / backward_bytes of
-the unit (each input read once, each output written once). The copy ceiling is a large
+like), then through autograd (what users run) twice: as day07's package runs these kernels (a
+custom operator whose backward node is C++), and as day05's Python autograd.Function does. The
+package's rows carry the target: a Python Function's backward costs host time that torch's C++
+node does not, whatever its kernels. Bytes: forward_bytes / backward_bytes of the unit (each
+input read once, each output written once). The copy ceiling is a large
 device-to-device copy in the same run. Every row's outputs are re-checked after timing.
 Ends with the issue's targets, each marked met or missed.
 """
@@ -23,6 +26,7 @@ from bench.reference_build import build_reference  # noqa: E402
 from course import bench  # noqa: E402
 
 UNIT = "day05_layernorm_performance"
+PACKAGE_UNIT = "day07_layernorm_package"
 DIMS = (7, 128, 768, 1000, 1024, 2560, 4096, 8192, 12288, 16384, 32768, 65536)
 ELEMENTS = 1 << 26  # per tensor: 256 MB of fp32, far above any L2
 EPS = 1e-5
@@ -33,9 +37,13 @@ def shapes(dims=DIMS):
 
 
 def build():
+    """day05's module, and day07's package (the same kernels as a custom operator)."""
     module, seconds = build_reference(UNIT)
     print(f"built {UNIT} in {seconds:.0f} s")
-    return module
+    _, seconds = build_reference(PACKAGE_UNIT)
+    print(f"built {PACKAGE_UNIT} in {seconds:.0f} s")
+    import fast_layernorm  # the build put it on sys.path
+    return module, fast_layernorm
 
 
 def close(got, expected, dtype):
@@ -57,7 +65,7 @@ def forward_row(ext, rows, cols, dtype, ceiling):
                          ext.forward_bytes(rows, cols, dtype), check=check, ceiling=ceiling, d=cols)
 
 
-def backward_rows(ext, rows, cols, dtype, ceiling):
+def backward_rows(ext, package, rows, cols, dtype, ceiling):
     x = torch.randn(rows, cols, device="cuda", dtype=dtype)
     gamma = (torch.rand(cols, device="cuda") + 0.5).to(dtype)
     beta = torch.zeros_like(gamma)
@@ -75,16 +83,22 @@ def backward_rows(ext, rows, cols, dtype, ceiling):
 
     op = bench.compare(f"bwd {rows}x{cols} {str(dtype)[6:]}", lambda dy, x, g, m, r: ext._ext.backward(dy, x, g, m, r),
                        native, sets, nbytes, check=check, ceiling=ceiling, d=cols)
-    # The same through autograd: forward saved, then backward of a fresh graph each call.
+    # The same through autograd: forward saved, then backward of a kept graph each call.
     leaf = x.detach().requires_grad_()
     w, b = gamma.detach().requires_grad_(), beta.detach().requires_grad_()
-    ours_y = ext.layer_norm(leaf, cols, w, b, EPS)
     torch_y = F.layer_norm(leaf, (cols,), w, b, EPS)
     grads = [(dy,) for dy, *_ in sets]
-    autograd = bench.compare(f"autograd {rows}x{cols} {str(dtype)[6:]}",
-                             lambda dy: torch.autograd.grad(ours_y, (leaf, w, b), dy, retain_graph=True),
-                             lambda dy: torch.autograd.grad(torch_y, (leaf, w, b), dy, retain_graph=True),
-                             grads, nbytes, ceiling=ceiling, d=cols)
+
+    def torch_grads(dy):
+        return torch.autograd.grad(torch_y, (leaf, w, b), dy, retain_graph=True)
+
+    def through(layer_norm):
+        y = layer_norm(leaf, (cols,), w, b, EPS)
+        return bench.compare(f"autograd {rows}x{cols} {str(dtype)[6:]}",
+                             lambda dy: torch.autograd.grad(y, (leaf, w, b), dy, retain_graph=True), torch_grads,
+                             grads, nbytes, check=lambda outputs, args: close(outputs[0], torch_grads(*args)[0], dtype),
+                             ceiling=ceiling, d=cols)
+    autograd = through(package.layer_norm), through(ext.layer_norm)
     deterministic = all(torch.equal(a, b) for a, b in zip(ext._ext.backward(*sets[0]), ext._ext.backward(*sets[0])))
     return op, autograd, deterministic
 
@@ -100,21 +114,25 @@ def main() -> None:
                         help="row lengths D, each at 2^26 elements (4096x1024 is always run)")
     parser.add_argument("--markdown", help="also write the tables as markdown to this file")
     args = parser.parse_args()
-    ext = build()
+    ext, package = build()
     ceiling = bench.copy_ceiling_gbs()
-    forward, backward, autograd, deterministic = [], [], [], True
+    forward, backward, autograd, function, deterministic = [], [], [], [], True
     for name in args.dtypes:
         dtype = getattr(torch, name)
         for rows, cols in shapes(args.dims):
             forward.append(forward_row(ext, rows, cols, dtype, ceiling))
-            op, through_autograd, same = backward_rows(ext, rows, cols, dtype, ceiling)
+            op, (through_package, through_function), same = backward_rows(ext, package, rows, cols, dtype, ceiling)
             backward.append(op)
-            autograd.append(through_autograd)
+            autograd.append(through_package)
+            function.append(through_function)
             deterministic &= same
             torch.cuda.empty_cache()
     tables = [bench.format_table(forward, ceiling, "forward: ours (auto) vs F.layer_norm"),
               bench.format_table(backward, ceiling, "backward op: ours (auto) vs aten::native_layer_norm_backward"),
-              bench.format_table(autograd, ceiling, "backward through autograd: ours vs F.layer_norm")]
+              bench.format_table(autograd, ceiling, "backward through autograd: day07's operator (these kernels) "
+                                                    "vs F.layer_norm"),
+              bench.format_table(function, ceiling, "backward through autograd: day05's Python autograd.Function "
+                                                    "vs F.layer_norm (no target)")]
     print("\n\n".join(tables))
 
     big = [r for r in forward if r.name.startswith("fwd 16384x4096") and ("float32" in r.name or "bfloat16" in r.name)]
@@ -134,7 +152,7 @@ def main() -> None:
          all(r.speedup >= 1.0 for r in backward + autograd)),
         ("backward >= 2x native_layer_norm_backward, geometric mean", geomean([r.speedup for r in backward]) >= 2.0),
         ("backward deterministic (two calls bit for bit equal)", deterministic),
-        ("every output right after timing", not any(r.wrong for r in forward + backward + autograd)),
+        ("every output right after timing", not any(r.wrong for r in forward + backward + autograd + function)),
     ]
     lines = [f"backward geometric mean speed-up: {geomean([r.speedup for r in backward]):.2f}x",
              *bench.target_lines(targets)]
