@@ -61,7 +61,7 @@ __device__ __forceinline__ void launder(Vec& vec) {
 template <typename T, int kVec>
 __device__ __forceinline__ acc_type_t<T> add_elements(acc_type_t<T> sum, AlignedVector<T, kVec> x) {
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) sum += to_acc(x.val[e]);
+  for (int e = 0; e < kVec; ++e) sum += widen_at(x, e);
   return sum;
 }
 
@@ -70,7 +70,7 @@ __device__ __forceinline__ acc_type_t<T> add_squares(acc_type_t<T> squares, Alig
                                                      acc_type_t<T> mean) {
 #pragma unroll
   for (int e = 0; e < kVec; ++e) {
-    const acc_type_t<T> centered = to_acc(x.val[e]) - mean;
+    const acc_type_t<T> centered = widen_at(x, e) - mean;
     squares += centered * centered;
   }
   return squares;
@@ -83,8 +83,8 @@ __device__ __forceinline__ AlignedVector<T, kVec> normalized(AlignedVector<T, kV
   AlignedVector<T, kVec> y;
 #pragma unroll
   for (int e = 0; e < kVec; ++e) {
-    const acc_type_t<T> xhat = (to_acc(x.val[e]) - mean) * rstd;
-    y.val[e] = from_acc<T>(xhat * to_acc(gamma.val[e]) + to_acc(beta.val[e]));
+    const acc_type_t<T> xhat = (widen_at(x, e) - mean) * rstd;
+    y.val[e] = from_acc<T>(xhat * widen_at(gamma, e) + widen_at(beta, e));
   }
   return y;
 }

@@ -43,35 +43,6 @@ constexpr int kSplitThreads = 512;     // a split row's blocks: fewer chunks wai
 constexpr int kSumColumns = 32;        // stage 2: a block adds the partials of 32 columns ...
 constexpr int kSumLanes = 32;          // ... with 32 threads per column
 
-// x, dy and γ in fp32. bf16 is the top half of a float, so a shift widens it exactly; sm_90's
-// cvt.f32.bf16 would take a register of its own for each element of a packed pair, and the
-// wide rows' 32 columns would spill. (The forward keeps to_acc: there the cvt schedules better.)
-template <typename T>
-__device__ __forceinline__ acc_type_t<T> widen(T value) {
-  return to_acc(value);
-}
-template <>
-__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 value) {
-  return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(value)) << 16);
-}
-
-// Element e of a held vector, widened. bf16 pairs are read as 32-bit words: the low element is
-// the word shifted up, the high one the word with its low half cleared, one instruction each.
-template <typename T, int N>
-__device__ __forceinline__ acc_type_t<T> widen_at(const AlignedVector<T, N>& vec, int e) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
-    const unsigned int word = reinterpret_cast<const unsigned int*>(vec.val)[e / 2];
-    return __uint_as_float(e % 2 == 0 ? word << 16 : word & 0xffff0000u);
-  } else {
-    return widen(vec.val[e]);
-  }
-}
-
-// Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
-// receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
-// warps' sums meet in shared memory, and each warp adds its row's by shuffles again.
-// (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
-// rows of 64 to 480 threads share blocks.)
 // a and b summed over each aligned group of `width` lanes (a power of two up to kLargest) by
 // xor-shuffles. Unrolled, offsets at or past the width skipped: a loop's counter and branch
 // would cost as much as its shuffles, and this runs once a row in every thread.
@@ -86,6 +57,11 @@ __device__ __forceinline__ void lanes_sum2(acc_t& a, acc_t& b, int width) {
   }
 }
 
+// Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
+// receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
+// warps' sums meet in shared memory, and each warp adds its row's by shuffles again.
+// (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
+// rows of 64 to 480 threads share blocks.)
 template <typename acc_t>
 __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   lanes_sum2<kWarpSize>(a, b, blockDim.x < kWarpSize ? blockDim.x : kWarpSize);

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "device_math.cuh"
@@ -18,6 +19,30 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) AlignedVector {
   T val[N];
 };
+
+// acc_t from T. bf16 is the top half of a float, so a shift widens it exactly: sm_90's
+// cvt.f32.bf16 would take a register of its own for each element of a packed pair, and the
+// backward's wide rows would spill.
+template <typename T>
+__device__ __forceinline__ acc_type_t<T> widen(T value) {
+  return to_acc(value);
+}
+template <>
+__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 value) {
+  return __uint_as_float(static_cast<unsigned int>(__bfloat16_as_ushort(value)) << 16);
+}
+
+// Element e of a vector, widened. bf16 pairs are read as 32-bit words: the low element is the
+// word shifted up, the high one the word with its low half cleared, one instruction each.
+template <typename T, int N>
+__device__ __forceinline__ acc_type_t<T> widen_at(const AlignedVector<T, N>& vec, int e) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
+    const unsigned int word = reinterpret_cast<const unsigned int*>(vec.val)[e / 2];
+    return __uint_as_float(e % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    return widen(vec.val[e]);
+  }
+}
 
 // Sum over the threadIdx.x of a row; every thread of the row receives it. A block is
 // (threads_per_row, rows_per_block): up to 32 threads per row, a row is a power-of-two group
