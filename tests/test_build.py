@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from autograder import precompiled_header
-from course.build import build_progress, compile_extension, libstdcxx_problem
+from course.build import build_progress, compile_extension, hint_for, libstdcxx_problem
 
 from course.loading import _forget_loaded_module
 
@@ -99,6 +99,15 @@ def _with_precompiled_header(tmp_path):
         return run.stderr
 
     return where, includes
+
+
+def test_build_errors_with_a_known_cause_name_the_fix():
+    """The setup problems students meet, each answered with what to do; anything else points
+    at the first error."""
+    assert "pip install ninja" in hint_for("/bin/sh: 1: ninja: not found")
+    assert "TORCH_CUDA_ARCH_LIST" in hint_for("nvcc fatal   : Unsupported gpu architecture 'compute_120'")
+    assert "never defined" in hint_for("ImportError: ext.so: undefined symbol: _Z6launchv")
+    assert hint_for("layernorm.cu(12): error: expected a ;").startswith("fix the first error first")
 
 
 def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):
