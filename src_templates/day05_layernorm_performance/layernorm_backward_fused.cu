@@ -60,8 +60,8 @@ __device__ __forceinline__ void lanes_sum2(acc_t& a, acc_t& b, int width) {
 // Sums of a and b over the threads of each row (threadIdx.x); every thread of the row
 // receives them. Up to a warp per row: xor-shuffles inside the row's lanes. Longer rows: the
 // warps' sums meet in shared memory, and each warp adds its row's by shuffles again.
-// (row_math.cuh's row_reduce_sum2 takes rows of over 32 threads only one to a block; here
-// rows of 64 to 480 threads share blocks.)
+// (row_math.cuh's row_reduce_sum, of one value, takes rows of over 32 threads only one to a
+// block; here rows of 64 to 480 threads share blocks.)
 template <typename acc_t>
 __device__ __forceinline__ void row_reduce_sums(acc_t& a, acc_t& b) {
   lanes_sum2<kWarpSize>(a, b, blockDim.x < kWarpSize ? blockDim.x : kWarpSize);

@@ -57,18 +57,6 @@ __device__ __forceinline__ acc_t row_reduce_sum(acc_t value) {
   return value;
 }
 
-template <typename acc_t>
-__device__ __forceinline__ void row_reduce_sum2(acc_t& a, acc_t& b) {
-  if (blockDim.x > kWarpSize) {
-    block_reduce_sum2(a, b);
-    return;
-  }
-  for (int offset = blockDim.x / 2; offset > 0; offset /= 2) {
-    a += __shfl_xor_sync(0xffffffffu, a, offset);
-    b += __shfl_xor_sync(0xffffffffu, b, offset);
-  }
-}
-
 // ---- A row too long for one block: split over `chunks` blocks that meet once per row ----
 //
 // Blocks side by side each hold their part of the row in registers and sum it; the row's
