@@ -42,9 +42,9 @@ def find_bug(unit: str, files: list[str], tool: str, *, cases: list[str] = (), p
     """Run the unit's op (its sources in the folder named after it) under `tool`; print what
     the tool says. Returns True when it found something."""
     from course.build import Plan, build
-    from course.notebook import BUILD_ROOT, UNITS_DIR
+    from course.notebook import BUILD_ROOT
     from course.sanitize import TOOLS, find_sanitizer, run_sanitizer
-    from course.suites import import_suite
+    from course.suites import import_suite, public_root
 
     if tool not in (*TOOLS, TESTS):
         raise ValueError(f"tool must be one of {', '.join(TOOLS)} or {TESTS!r}, got {tool!r}")
@@ -55,7 +55,7 @@ def find_bug(unit: str, files: list[str], tool: str, *, cases: list[str] = (), p
     if not torch.cuda.is_available():
         print(f"no GPU here: {tool} looks at the GPU path (Runtime > Change runtime type > GPU)")
         return False
-    suites_root = suites_root or UNITS_DIR
+    suites_root = suites_root or public_root()
     plan = Plan(unit, files=tuple(files))
     source_dir, build_dir = unit, os.path.join(BUILD_ROOT, unit)
     if plant is not None:

@@ -15,7 +15,6 @@ import time
 import zipfile
 
 BUILD_ROOT = "build"
-UNITS_DIR = "course_units"  # where the runtime cell writes the units' public tests
 SOURCE_MAGIC = "%%writefile_if_changed"  # the cell magic that writes a source file
 
 
@@ -126,10 +125,10 @@ def run_public_tests(unit: str, module, files: list[str] = (), seed: int | None 
     """The unit's public cases against `module`, after the list of TODOs left in its `files`
     (in the folder the notebook writes them to)."""
     from course.public import print_todos, run_cases
-    from course.suites import import_suite
+    from course.suites import import_suite, public_root
 
     print_todos(unit, list(files))
-    if not run_cases(import_suite(UNITS_DIR, unit, hidden=False), module, seed=seed):
+    if not run_cases(import_suite(public_root(), unit, hidden=False), module, seed=seed):
         raise PublicTestsFailed("some public tests failed: read the messages above")
 
 

@@ -7,7 +7,7 @@ cut out of a file to decide that.
 
 The folder holding the units is imported as one package, so a suite reaches pieces that
 several units share with a relative import (`from ..common.layernorm_tests import ...`),
-here from solutions/, in a notebook from the folder its runtime cell writes.
+here from solutions/, in a notebook from the installed runtime (`public_root`).
 """
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ import types
 
 PUBLIC = "public_tests"
 HIDDEN = "hidden_tests"
+PACKAGED_UNITS = "units"  # an installed runtime's folder of the released units' public suites
+
+
+def public_root() -> str:
+    """The folder holding the public suites: an installed runtime's course/units/, or, in a
+    course checkout, its solutions/."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, PACKAGED_UNITS)
+    return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "solutions")
 
 
 def _package(root: str) -> str:

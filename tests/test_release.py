@@ -1,7 +1,9 @@
 """The student bundle holds what students need and nothing the grader keeps: no solution
 region, no hidden test's name, no reference source, no mutant."""
+import io
 import os
 import re
+import subprocess
 import zipfile
 
 import nbformat
@@ -21,14 +23,18 @@ def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "students"
     assert main(["release", str(out), "--all", "--repository", REPOSITORY]) == 0
     with zipfile.ZipFile(f"{out}.zip") as archive:
-        zipped = {name.split("/", 1)[1]: archive.read(name).decode() for name in archive.namelist()}
-    texts = {}
+        zipped = {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist()}
+    files = {}
     for root, _, names in os.walk(out):
         for name in names:
             path = os.path.join(root, name)
-            with open(path, encoding="utf-8") as handle:
-                texts[os.path.relpath(path, out)] = handle.read()
-    assert zipped == texts  # the zip is the folder
+            with open(path, "rb") as handle:
+                files[os.path.relpath(path, out)] = handle.read()
+    assert zipped == files  # the zip is the folder
+    texts = {path: data.decode() for path, data in files.items() if not path.endswith(".whl")}
+    for path in (path for path in files if path.endswith(".whl")):  # the runtime's wheel: its files, read
+        with zipfile.ZipFile(io.BytesIO(files[path])) as wheel:
+            texts.update({f"{path}!/{name}": wheel.read(name).decode() for name in wheel.namelist()})
     return texts
 
 
@@ -39,8 +45,10 @@ def _unit_part(bundle, unit) -> str:
     `[given]` solved to a later unit), so each unit is checked against its own part."""
     notebook = nbformat.reads(bundle[f"notebooks/{unit.name}.ipynb"], as_version=4)
     mine = (f"src_templates/{unit.name}/", f"public_tests/{unit.name}/", "public_tests/common/", "README.md")
-    return "\n".join([cell.source for cell in notebook.cells]
-                     + [text for path, text in bundle.items() if path.startswith(mine)])
+    runtime = [text for path, text in bundle.items() if path.startswith("runtime/")
+               and ("/units/" not in path or f"/units/{unit.name}/" in path or "/units/common/" in path)]
+    return "\n".join([cell.source for cell in notebook.cells] + runtime
+                      + [text for path, text in bundle.items() if path.startswith(mine)])
 
 
 def _lines(text: str) -> set[str]:
@@ -66,7 +74,7 @@ def test_bundle_has_every_units_student_material(bundle):
         assert release.colab_url(REPOSITORY, "main", unit) in bundle["README.md"]
     assert "cuda-extensions-course/cuda-extensions-course" not in bundle["README.md"]
     assert {path.split("/")[0] for path in bundle} == {"README.md", "notebooks", "src_templates", "public_tests",
-                                                       release.MARKER}
+                                                       "runtime", release.MARKER}
 
 
 def test_no_solution_region_or_reference_source(bundle):
@@ -120,9 +128,9 @@ def test_units_are_named_or_all_asked_for(tmp_path, capsys, argv, said):
     assert said in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
-def test_only_a_new_or_empty_folder_or_an_earlier_bundle_is_replaced(tmp_path, capsys, monkeypatch):
-    """OUT is replaced whole: a folder of other work, the current folder or the repository is
-    refused, and nothing in it is touched."""
+def test_only_a_new_or_empty_folder_an_earlier_bundle_or_a_git_checkout_is_written(tmp_path, capsys, monkeypatch):
+    """A folder of other work, the current folder or the repository is refused, and nothing in
+    it is touched."""
     work = tmp_path / "work"
     (work / "notes").mkdir(parents=True)
     (work / "notes" / "keep.txt").write_text("mine")
@@ -133,10 +141,34 @@ def test_only_a_new_or_empty_folder_or_an_earlier_bundle_is_replaced(tmp_path, c
         assert "OUT" in capsys.readouterr().err
     assert (work / "notes" / "keep.txt").read_text() == "mine"
     assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # new
-    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # an earlier bundle: replaced
+    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # an earlier bundle
     (work / "students" / release.MARKER).unlink()
     with pytest.raises(SystemExit):
         main(["release", "students", "--unit", "day01_relu_bias"])
+
+
+def _git(folder, *argv) -> str:
+    return subprocess.run(["git", "-C", str(folder), *argv], check=True, capture_output=True, text=True).stdout
+
+
+def test_a_release_updates_a_git_checkout_in_place(tmp_path):
+    """release, commit, release one more unit: .git and the instructor's own files stay, the
+    earlier unit stays, and git sees only the new unit's files and the ones that changed."""
+    out = tmp_path / "students"
+    out.mkdir()
+    _git(out, "init", "-q")
+    (out / "LICENSE").write_text("the school's licence")
+    assert main(["release", str(out), "--unit", "day01_relu_bias"]) == 0
+    _git(out, "add", "-A")
+    _git(out, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "day01")
+    assert main(["release", str(out), "--unit", "day02_layernorm_forward"]) == 0
+    changed = {line[3:] for line in _git(out, "status", "--porcelain", "-uall").splitlines()}
+    assert (out / ".git").is_dir() and (out / "LICENSE").read_text() == "the school's licence"
+    assert (out / "notebooks" / "day01_relu_bias.ipynb").exists()
+    assert {"notebooks/day02_layernorm_forward.ipynb", "README.md", release.MARKER} <= changed
+    assert not any("day01" in path for path in changed), changed
+    assert main(["release", str(out), "--unit", "day02_layernorm_forward"]) == 0  # nothing new: nothing written
+    assert {line[3:] for line in _git(out, "status", "--porcelain", "-uall").splitlines()} == changed
 
 
 def test_a_bad_repository_is_refused_by_name(tmp_path, capsys):

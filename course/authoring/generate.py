@@ -23,46 +23,43 @@ import nbformat
 from course.authoring import units
 from course.authoring.mistakes import mistakes_path, mistakes_text
 from course.authoring.pacing import pacing_path, pacing_text
-from course.notebook import SOURCE_MAGIC, UNITS_DIR
+from course.authoring import runtime_package
+from course.notebook import SOURCE_MAGIC
 from course.authoring.units import Unit
 
-# The course code a notebook writes to disk before its first use: everything it
-# imports from `course`, and nothing instructors keep to themselves.
-RUNTIME_MODULES = ("__init__.py", "build.py", "loading.py", "cases.py", "ops.py", "suites.py", "harness.py", "judge.py",
-                   "hints.py", "kernel_names.py", "public.py", "bench.py", "notebook.py", "sanitize.py", "lab.py")
-COURSE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
 # What an answer cell holds until the student writes below it.
 ANSWER_PROMPT = "*Your answer:*"
 _FENCE = re.compile(r"^```python\s*$")
 
 
-def runtime_files(unit: Unit) -> dict[str, str]:
-    files = {}
-    for module in RUNTIME_MODULES:
-        with open(os.path.join(COURSE_DIR, module), encoding="utf-8") as handle:
-            files[f"course/{module}"] = handle.read()
-    for path, text in unit.public_test_files().items():
-        files[f"{UNITS_DIR}/{path}"] = text
-    return files
+def _runtime_cell(release: str) -> str:
+    """The notebook's first cell: the course runtime at the version this notebook was generated
+    with, installed from the release's runtime/ folder (or COURSE_RELEASE, a local one) unless
+    that version is importable already."""
+    version = runtime_package.runtime_version()
+    wheel = runtime_package.wheel_name("{quote(RUNTIME) if '://' in where else RUNTIME}")
+    return f"""#@title Course runtime (run it; no need to read it)
+RUNTIME = {version!r}  # offline: set COURSE_RELEASE to a release's runtime/ folder
+import importlib, os, subprocess, sys
+from urllib.parse import quote
+def _version():
+    try: return importlib.import_module("course").__version__
+    except ImportError: return None
+if _version() != RUNTIME:
+    where = os.environ.get("COURSE_RELEASE", {release!r})
+    wheel = f"{{where}}/{wheel}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-U", "--force-reinstall", wheel],
+                   check=True)
+    [sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] == "course"]
+    importlib.invalidate_caches()
+    assert _version() == RUNTIME, f"course runtime {{RUNTIME}} did not install from {{wheel}}"
+print("course runtime", RUNTIME)"""
 
 
-def _runtime_cell(unit: Unit) -> str:
-    lines = ["#@title Course runtime: build, test and submit helpers (run it; no need to read it)",
-             "import os", "", "_COURSE_FILES = {"]
-    lines += [f"    {path!r}: {text!r}," for path, text in runtime_files(unit).items()]
-    lines += ["}", "for _path, _text in _COURSE_FILES.items():",
-              "    os.makedirs(os.path.dirname(_path), exist_ok=True)",
-              "    if not os.path.exists(_path) or open(_path).read() != _text:",
-              "        with open(_path, 'w') as _file:",
-              "            _file.write(_text)",
-              "print('course runtime ready')"]
-    return "\n".join(lines)
-
-
-def _directive_cell(unit: Unit, name: str, argument: str, solved: bool):
+def _directive_cell(unit: Unit, name: str, argument: str, solved: bool, release: str):
     if name == "runtime":
-        return "code", _runtime_cell(unit), {"cellView": "form"}
+        return "code", _runtime_cell(release), {"cellView": "form"}
     if name == "setup":
         return "code", "from course.notebook import setup\n\nsetup()", {}
     if name == "source":
@@ -143,9 +140,9 @@ def _plan_arguments(unit: Unit) -> str:
     return ", ".join(arguments)
 
 
-def lesson_cells(unit: Unit, solved: bool) -> list:
+def lesson_cells(unit: Unit, solved: bool, release: str = runtime_package.DEFAULT_RELEASE) -> list:
     """Cells from the unit's lesson.md: prose becomes markdown, ```python blocks and
-    <!-- directive --> lines become the cells they name."""
+    <!-- directive --> lines become the cells they name; the runtime cell installs from `release`."""
     with open(os.path.join(unit.folder, "lesson.md"), encoding="utf-8") as handle:
         lines = handle.read().splitlines()
     cells, prose, code = [], [], None
@@ -168,7 +165,7 @@ def lesson_cells(unit: Unit, solved: bool) -> list:
             code = []
         elif DIRECTIVE.match(line):
             flush_prose()
-            cells.append(_directive_cell(unit, *DIRECTIVE.match(line).groups(), solved=solved))
+            cells.append(_directive_cell(unit, *DIRECTIVE.match(line).groups(), solved=solved, release=release))
         else:
             prose.append(line)
     flush_prose()
@@ -245,6 +242,16 @@ def is_current(path: str, current: str | None, text: str, unit: Unit) -> bool:
     return current is not None and path in executed_ok and without_outputs(current) == text
 
 
+def _targets(repo: str, names: list[str]) -> list[tuple[str, str, Unit | None]]:
+    """(path, the text it must hold, its unit) of every generated file: the runtime's version,
+    then each unit's files (the units `names`, or all)."""
+    targets = [(runtime_package.VERSION_FILE, runtime_package.version_file_text(), None)]
+    for unit in units.all_units(repo):
+        if not names or unit.name in names:
+            targets += [(path, text, unit) for path, text in generated_files(unit).items()]
+    return targets
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only report stale generated files")
@@ -252,21 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("units", nargs="*", help="unit names (default: every unit)")
     args = parser.parse_args(argv)
     stale = []
-    for unit in units.all_units(args.repo):
-        if args.units and unit.name not in args.units:
+    for path, text, unit in _targets(args.repo, args.units):
+        current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        if current == text or (unit is not None and is_current(path, current, text, unit)):
             continue
-        for path, text in generated_files(unit).items():
-            current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
-            if is_current(path, current, text, unit):
-                continue
-            relative = os.path.relpath(path, args.repo)
-            if args.check:
-                stale.append(relative)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                print("wrote", relative)
+        relative = os.path.relpath(path, args.repo)
+        if args.check:
+            stale.append(relative)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            print("wrote", relative)
     for relative in stale:
         print(f"stale: {relative} (run: python -m course.authoring.generate)")
     return 1 if stale else 0

@@ -6,6 +6,10 @@ Prints each cell's output; exits 1 at the first failing cell, naming it. --save 
 notebook with its outputs, and nothing else of the run: its metadata and cells stay as
 generated, so `generate --check` still knows it as current (an instructor notebook is kept
 with the outputs of a GPU run).
+
+With COURSE_RELEASE set (a release's runtime/ folder), the notebook runs as in Colab: the
+kernel cannot import this checkout's `course`, and the first cell installs the runtime from
+the release.
 """
 from __future__ import annotations
 
@@ -25,14 +29,23 @@ def run(path: str, workdir: str, timeout: int = 900) -> tuple[bool, nbformat.Not
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": workdir}})
-    # What the notebook pip-installs goes to a folder of the run's own, not this Python's
-    # environment: a package's editable install (day07) would outlive the run.
-    env = dict(os.environ, PIP_TARGET=os.path.join(os.path.abspath(workdir), ".pip_target"))
     try:
-        client.execute(env=env)
+        client.execute(env=kernel_env(workdir))
     except CellExecutionError as error:
         return False, notebook, str(error)
     return True, notebook, ""
+
+
+def kernel_env(workdir: str) -> dict[str, str]:
+    """The kernel's environment. What the notebook pip-installs goes to a folder of the run's
+    own, on the kernel's path, not to this Python's environment: a package's editable install
+    (day07) or the runtime's wheel would outlive the run."""
+    target = os.path.join(os.path.abspath(workdir), ".pip_target")
+    os.makedirs(target, exist_ok=True)
+    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if os.environ.get("COURSE_RELEASE"):  # as in Colab: no course on the path but what the notebook installs
+        paths = [path for path in paths if not os.path.exists(os.path.join(path, "course", "__init__.py"))]
+    return dict(os.environ, PIP_TARGET=target, PYTHONPATH=os.pathsep.join([target, *paths]))
 
 
 def with_outputs(original: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode:
