@@ -25,9 +25,11 @@
 #                                              GPUS (default all), confined to CORES (a taskset list)
 #                                              where set; then the class check (OUT/class/, its
 #                                              gradebook and grading_time.md)
-#   scripts/gpu_check.sh notebook UNIT ...     run each unit's instructor notebook to its end and
-#                                              keep every cell's output (OUT/notebook_UNIT.txt, and the
-#                                              notebook with its outputs, OUT/UNIT.ipynb, to commit)
+#   scripts/gpu_check.sh notebook UNIT ...     each unit's notebooks with the runtime installed from a
+#                                              local release: the instructor's to its end, every cell's
+#                                              output kept (OUT/notebook_UNIT.txt, OUT/UNIT.ipynb to
+#                                              commit); the student's to its TODO messages
+#                                              (OUT/student_UNIT.txt)
 #
 # OUT=folder keeps the logs (default /tmp/gpu_check). Wheels in .whl/ (nbclient, nbformat,
 # ipykernel and their needs) are installed first where no package index can be reached.
@@ -136,17 +138,30 @@ case "$stage" in
     exit $status
     ;;
   notebook)
+    # As in Colab: each notebook installs the runtime from a release (here a local one), not
+    # from this checkout. The instructor notebook runs to its end (its outputs kept, to commit);
+    # the student notebook stops at the public tests with its TODO messages.
     [ $# -gt 0 ] || { echo "notebook: name one or more units, e.g. day05_layernorm_performance" >&2; exit 2; }
+    release="$(mktemp -d)/students"
+    python3 -m autograder release "$release" $(for u in "$@"; do echo --unit "$u"; done) >/dev/null || exit 1
+    export COURSE_RELEASE="$release/runtime"
     status=0
     for unit in "$@"; do
       start=$(date +%s)
       python3 -m course.authoring.run_notebook "notebooks/instructor/$unit.ipynb" "/tmp/notebook_$unit" --fresh \
-        --save "$OUT/$unit.ipynb" \
-        > "$OUT/notebook_$unit.txt" 2>&1
+        --save "$OUT/$unit.ipynb" > "$OUT/notebook_$unit.txt" 2>&1
       rc=$?
       [ $rc -eq 0 ] || status=1
-      echo "$unit: exit $rc after $(( $(date +%s) - start )) s; last lines:"
-      tail -n 5 "$OUT/notebook_$unit.txt"
+      echo "$unit (instructor): exit $rc after $(( $(date +%s) - start )) s; last lines:"
+      tail -n 4 "$OUT/notebook_$unit.txt"
+      start=$(date +%s)
+      python3 -m course.authoring.run_notebook "$release/notebooks/$unit.ipynb" "/tmp/student_$unit" --fresh \
+        > "$OUT/student_$unit.txt" 2>&1
+      day="${unit%%_*}"
+      if grep -q "PublicTestsFailed" "$OUT/student_$unit.txt" && grep -q "TODO($day)" "$OUT/student_$unit.txt" \
+         && grep -q "course runtime" "$OUT/student_$unit.txt"; then verdict="stops at its TODO messages"
+      else verdict="DID NOT stop at its TODO messages"; status=1; fi
+      echo "$unit (student): $verdict after $(( $(date +%s) - start )) s"
     done
     exit $status
     ;;
