@@ -1,5 +1,6 @@
 """The runtime is one versioned package: notebooks pin it, a release carries its wheel, and a
 Python that has never seen this checkout installs it from the release, as Colab does."""
+import json
 import os
 import re
 import subprocess
@@ -100,3 +101,16 @@ def test_a_fresh_python_installs_the_runtime_from_the_release(released, tmp_path
     done = subprocess.run([str(venv / "bin" / "python"), "-c", cell], capture_output=True, text=True, cwd=tmp_path,
                           env=env)
     assert done.returncode != 0 and "nowhere" in done.stderr
+
+
+def test_the_submit_cell_records_the_student(tmp_path, monkeypatch, capsys):
+    from course.notebook import submit
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "day01_relu_bias").mkdir()
+    (tmp_path / "day01_relu_bias" / "relu_bias.cpp").write_text("// mine\n")
+    with zipfile.ZipFile(submit("day01_relu_bias", ["relu_bias.cpp"], student=" s1234567 ")) as archive:
+        manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["student"] == "s1234567" and "WARNING" not in capsys.readouterr().out
+    submit("day01_relu_bias", ["relu_bias.cpp"])
+    assert "no STUDENT set" in capsys.readouterr().out

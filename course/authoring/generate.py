@@ -74,7 +74,9 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool, release:
         return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext, [{files}])", {}
     if name == "submit":
         files = ", ".join(repr(f) for f in unit.files)
-        return "code", f"from course.notebook import submit\n\nsubmit({unit.name!r}, [{files}])", {}
+        return "code", ("from course.notebook import submit\n\n"
+                        'STUDENT = ""  # your student id or email, as the course\'s roster has it\n'
+                        f"submit({unit.name!r}, [{files}], student=STUDENT)"), {}
     if name == "answer":
         return "markdown", f"{ANSWER_PROMPT}\n\n", {"course": {"answer": argument}}
     if name == "thresholds":
