@@ -51,6 +51,48 @@ def _shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def _roster(args) -> list[dict] | None:
+    from autograder.roster import read_roster
+
+    try:
+        return read_roster(args.roster) if args.roster else None
+    except ValueError as error:
+        args.parser.error(str(error))
+
+
+def _check_unit_of(args, out: str) -> None:
+    """OUT graded for another unit: its grades are not this unit's."""
+    from autograder import gradebook
+
+    others = gradebook.other_units(out, args.unit)
+    if others:
+        args.parser.error(f"--unit {args.unit}: {out!r} holds gradings of {', '.join(sorted(others))}; "
+                          f"expected --unit {' or '.join(sorted(others))}, or another --out folder")
+
+
+def _check_gpus(args, unit, gpus: list[str]) -> None:
+    """A unit with GPU cases graded without a GPU would score them all 0: only when asked."""
+    from autograder import batch
+
+    cases = batch.gpu_cases(unit) if not (gpus or args.cpu_only) else []
+    if cases:
+        args.parser.error(f"--gpus {args.gpus}: {unit.name} has {len(cases)} GPU cases and no GPU is visible here; "
+                          f"grade on a GPU machine, or pass --cpu-only to grade its CPU cases alone and report "
+                          f"the GPU cases as not run: no GPU")
+
+
+def _selected(args, submissions: list) -> list:
+    """The submissions `--only` names (each graded again), or all; an id no submission has is an error."""
+    if not args.only:
+        return submissions
+    ids = {s.id for s in submissions}
+    unknown = [name for name in args.only if name not in ids]
+    if unknown:
+        args.parser.error(f"--only {unknown[0]}: no submission has this id; expected one of "
+                          f"{', '.join(sorted(ids)[:20]) or 'none: no submission was found'}")
+    return [s for s in submissions if s.id in args.only]
+
+
 def _grade_all(args) -> int:
     from autograder import batch, collect, gradebook
     from course.authoring import units
@@ -59,6 +101,7 @@ def _grade_all(args) -> int:
     check_out_folder(args.parser, "--work", args.work)
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
+    roster = _roster(args)
     try:
         gpus = batch.parse_gpus(args.gpus)
         submissions = collect.collect(args.submissions, unit)
@@ -66,15 +109,24 @@ def _grade_all(args) -> int:
         args.parser.error(str(error))
     if args.jobs is not None and args.jobs < 1:
         args.parser.error(f"--jobs {args.jobs}: expected a number of gradings at once, 1 or more")
+    _check_gpus(args, unit, gpus)
+    _check_unit_of(args, args.out)
+    gradebook.write_expected(os.path.abspath(args.out), submissions)  # the class as handed in now
+    graded = _selected(args, submissions)
     if args.shard:
         index, count = args.shard
-        submissions = submissions[index::count]
-    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit, args.regrade, args.work)
-    progress = batch.grade_all(submissions, options, gpus, args.jobs)
+        graded = graded[index::count]
+    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit,
+                            args.regrade or bool(args.only), args.work, args.cpu_only)
+    progress = batch.grade_all(graded, options, gpus, args.jobs)
+    if progress.stopped:
+        print("stopped: the reports are as they were; run the same command again to grade what is left",
+              file=sys.stderr)
+        return 128 + progress.stopped
     if not args.no_reports:
-        gradebook.write_reports(options.out, unit.name, args.anonymise)
+        gradebook.write_reports(options.out, unit.name, args.anonymise, roster)
         print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
-    return 1 if progress.failed else 0
+    return 1 if progress.failed or progress.busy else 0
 
 
 def _merge(args) -> int:
@@ -83,9 +135,11 @@ def _merge(args) -> int:
     if not os.path.isdir(os.path.join(args.out, gradebook.RESULTS)):
         args.parser.error(f"OUT {args.out!r}: expected the --out folder the shards graded into, "
                           f"with {gradebook.RESULTS}/ in it")
-    records = gradebook.write_reports(args.out, args.unit, args.anonymise)
+    roster = _roster(args)
+    _check_unit_of(args, args.out)
+    records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster)
     print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
-    return 0 if records and all(r.results for r in records) else 1
+    return 0 if records and all(r.status != gradebook.FAILED for r in records) else 1
 
 
 def _slurm(args) -> int:
@@ -152,7 +206,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     grade_all.add_argument("--gpus", default="all", help="all, none, or GPU indices such as 0,1")
     grade_all.add_argument("--jobs", type=int, help="gradings at once (default: one per two cores, bounded by memory)")
     grade_all.add_argument("--regrade", action="store_true", help="grade again what was graded by this grader version")
-    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
+    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student (a keyed "
+                           "hash of each id; the key: OUT/.anonymise-key)")
+    grade_all.add_argument("--only", action="append", metavar="ID", help="grade again only this submission (its id "
+                           "in OUT/results/; repeatable), then rewrite the reports")
+    grade_all.add_argument("--cpu-only", action="store_true", help="grade a unit's CPU cases alone, its GPU cases "
+                           "reported not run: no GPU (without it, a unit with GPU cases needs a GPU)")
+    grade_all.add_argument("--roster", metavar="FILE", help="a CSV of the class (columns id, name, email, sid: "
+                           "autograder/roster.py): students with no hand-in are listed as missing")
     grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
     grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
     grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
@@ -164,6 +225,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     merge.add_argument("out", help="the --out folder the shards graded into")
     merge.add_argument("--unit", required=True, choices=_unit_names())
     merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
+    merge.add_argument("--roster", metavar="FILE", help="as for grade-all")
     merge.set_defaults(run=_merge, parser=merge)
 
     slurm = commands.add_parser("slurm", help="write a Slurm job array that runs grade-all on shards, then merge")
