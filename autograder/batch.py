@@ -412,7 +412,8 @@ class Grading:
     def _collected(self) -> dict:
         """What its record says of the hand-in as collected."""
         return {"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
-                "notes": list(self.submission.notes), "unit": self.options.unit.name}
+                "notes": list(self.submission.notes), "handed_in": self.submission.handed_in,
+                "unit": self.options.unit.name}
 
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -60,6 +60,19 @@ def _roster(args) -> list[dict] | None:
         args.parser.error(str(error))
 
 
+def _due(args) -> float | None:
+    """--due as seconds since the epoch (no time zone given: this machine's)."""
+    import datetime
+
+    if args.due is None:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(args.due).timestamp()
+    except ValueError:
+        args.parser.error(f"--due {args.due!r}: expected a date and time such as 2031-03-01T23:59 "
+                          f"or 2031-03-01T23:59-05:00")
+
+
 def _check_unit_of(args, out: str) -> None:
     """OUT graded for another unit: its grades are not this unit's."""
     from autograder import gradebook
@@ -101,7 +114,7 @@ def _grade_all(args) -> int:
     check_out_folder(args.parser, "--work", args.work)
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
-    roster = _roster(args)
+    roster, due = _roster(args), _due(args)
     try:
         gpus = batch.parse_gpus(args.gpus)
         submissions = collect.collect(args.submissions, unit)
@@ -124,7 +137,7 @@ def _grade_all(args) -> int:
               file=sys.stderr)
         return 128 + progress.stopped
     if not args.no_reports:
-        gradebook.write_reports(options.out, unit.name, args.anonymise, roster)
+        gradebook.write_reports(options.out, unit.name, args.anonymise, roster, due)
         print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
     return 1 if progress.failed or progress.busy else 0
 
@@ -135,9 +148,9 @@ def _merge(args) -> int:
     if not os.path.isdir(os.path.join(args.out, gradebook.RESULTS)):
         args.parser.error(f"OUT {args.out!r}: expected the --out folder the shards graded into, "
                           f"with {gradebook.RESULTS}/ in it")
-    roster = _roster(args)
+    roster, due = _roster(args), _due(args)
     _check_unit_of(args, args.out)
-    records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster)
+    records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster, due)
     print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
     return 0 if records and all(r.status != gradebook.FAILED for r in records) else 1
 
@@ -214,6 +227,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
                            "reported not run: no GPU (without it, a unit with GPU cases needs a GPU)")
     grade_all.add_argument("--roster", metavar="FILE", help="a CSV of the class (columns id, name, email, sid: "
                            "autograder/roster.py): students with no hand-in are listed as missing")
+    grade_all.add_argument("--due", metavar="WHEN", help="the due time, such as 2031-03-01T23:59-05:00: a hand-in "
+                           "after it (Gradescope's created_at, else its file's time) has status late")
     grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
     grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
     grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
@@ -226,6 +241,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     merge.add_argument("--unit", required=True, choices=_unit_names())
     merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
     merge.add_argument("--roster", metavar="FILE", help="as for grade-all")
+    merge.add_argument("--due", metavar="WHEN", help="as for grade-all")
     merge.set_defaults(run=_merge, parser=merge)
 
     slurm = commands.add_parser("slurm", help="write a Slurm job array that runs grade-all on shards, then merge")

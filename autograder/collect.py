@@ -11,6 +11,8 @@ a zip before a notebook before a folder when as new, and a warning names the oth
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
 import os
 import re
@@ -38,6 +40,9 @@ class Submission:
     path: str               # what the grader reads: a zip, a notebook or a folder
     students: tuple[Student, ...] = ()
     notes: tuple[str, ...] = ()  # what the instructor should know of this hand-in (in failures.md)
+    # When it was handed in, in seconds since the epoch: Gradescope's created_at, else the entry's
+    # modification time; None where the export does not say.
+    handed_in: float | None = None
 
 
 def entry_point(path: str, unit: Unit) -> str:
@@ -149,6 +154,15 @@ def _students(key: str, entry) -> tuple[Student, ...]:
     return students
 
 
+def _created_at(entry) -> float | None:
+    """An export entry's created_at (YAML reads it as a datetime) in seconds since the epoch."""
+    when = entry.get("created_at") if isinstance(entry, dict) else None
+    if isinstance(when, str):
+        with contextlib.suppress(ValueError):
+            when = datetime.datetime.fromisoformat(when)
+    return when.timestamp() if isinstance(when, datetime.datetime) else None
+
+
 def _from_export(folder: str, unit: Unit) -> list[Submission]:
     metadata = _symbol_free(_read_metadata(folder) or {})
     if not isinstance(metadata, dict):
@@ -157,7 +171,8 @@ def _from_export(folder: str, unit: Unit) -> list[Submission]:
     found, ids = [], set()
     for key, entry in sorted(metadata.items()):
         path = _submission_folder(folder, key)
-        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry)))
+        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry),
+                                handed_in=_created_at(entry)))
     for name in sorted(set(os.listdir(folder)) - set(metadata) - {METADATA}):
         if not name.startswith("."):
             _warn(f"{os.path.join(folder, name)}: skipped: {METADATA} does not name it")
@@ -183,7 +198,8 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
     found, ids = [], set()
     for entries in by_student.values():
         (student, path), notes = _one_hand_in(entries)
-        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),), notes))
+        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),), notes,
+                                os.stat(path).st_mtime))
     return sorted(found, key=lambda submission: submission.id)
 
 

@@ -7,7 +7,8 @@ array, written into one OUT, merge by running this once (`python -m autograder m
 
 Each row has a status apart from its score: graded; not run: no GPU (graded, its GPU cases not
 run); grader failed (no score: the grader, not the student, failed; grade it again); missing
-(on the roster, nothing handed in; no score).
+(on the roster, nothing handed in; no score); and, given a due time, "; late" after a graded
+status where the hand-in came after it.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ EXPECTED = "expected.json"
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
 ANONYMISE_KEY = ".anonymise-key"  # OUT/.anonymise-key: the leaderboard's secret, made once
 # A row's status, apart from its score (a grader failure is no zero).
-GRADED, NO_GPU, FAILED, MISSING = "graded", "not run: no GPU", "grader failed", "missing"
+GRADED, NO_GPU, FAILED, MISSING, LATE = "graded", "not run: no GPU", "grader failed", "missing", "late"
 NO_GPU_OUTPUT = "not run: no GPU"  # how grade.py reports a CUDA case on a machine without one
 SLOWEST = 5                  # grading_time.md: the whole gradings it names
 TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
@@ -52,6 +53,7 @@ class Record:
     students: list[dict]
     results: dict | None                      # results.json, or None where the grading failed
     state: dict = field(default_factory=dict)
+    late: bool = False                        # handed in after the due time the reports were given
 
     @property
     def score(self) -> float | None:
@@ -62,9 +64,8 @@ class Record:
     def status(self) -> str:
         if self.results is None:
             return MISSING if self.state.get("status") == MISSING else FAILED
-        if any(test["output"].startswith(NO_GPU_OUTPUT) for test in self.results["tests"]):
-            return NO_GPU
-        return GRADED
+        graded = NO_GPU if any(test["output"].startswith(NO_GPU_OUTPUT) for test in self.results["tests"]) else GRADED
+        return f"{graded}; {LATE}" if self.late else graded
 
     @property
     def unit(self) -> str | None:
@@ -74,11 +75,12 @@ class Record:
         return unit if isinstance(unit, str) else None
 
 
-def read(out: str, roster: list[dict] | None = None) -> list[Record]:
+def read(out: str, roster: list[dict] | None = None, due: float | None = None) -> list[Record]:
     """Every submission's record: those OUT/expected.json names (the class's hand-ins when last
     collected), else every results folder. One whose files are missing or damaged is read as not
     graded, with why: it is listed in failures.md, and the rest of the class is still reported.
-    With a roster (autograder/roster.py), its students who handed in nothing come last, missing."""
+    With a roster (autograder/roster.py), its students who handed in nothing come last, missing.
+    `due`: the due time (seconds since the epoch): a hand-in after it is late."""
     expected = _expected(out)
     if expected:  # a results folder of a hand-in since removed is no longer reported
         entries = set(expected)
@@ -87,6 +89,9 @@ def read(out: str, roster: list[dict] | None = None) -> list[Record]:
         entries = {entry for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
                    if os.path.isdir(os.path.join(folder, entry))}
     records = [record(out, entry, expected.get(entry)) for entry in sorted(entries)]
+    for each in records:
+        handed_in = each.state.get("handed_in")
+        each.late = due is not None and finite_number(handed_in) and handed_in > due
     return _with_roster(records, roster) if roster is not None else records
 
 
@@ -438,8 +443,9 @@ def feedback_text(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None) -> list[Record]:
-    records = read(out, roster)
+def write_reports(out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None,
+                  due: float | None = None) -> list[Record]:
+    records = read(out, roster, due)
     write_gradebook(records, os.path.join(out, "gradebook.csv"))
     write_answers(records, os.path.join(out, "answers.csv"))
     write_leaderboard(records, out, unit, anonymise)

@@ -6,6 +6,7 @@ loads student code only once it holds the lock."""
 import csv
 import fcntl
 import glob
+import io
 import json
 import os
 import shutil
@@ -544,7 +545,7 @@ def test_grade_all_without_a_gpu_refuses_a_unit_with_gpu_cases(tmp_path, capsys)
 
 
 def test_the_progress_line_names_the_gradings_in_flight():
-    progress = batch.Progress(3, stream=open(os.devnull, "w"))
+    progress = batch.Progress(3, stream=io.StringIO())
     for who in ("ann", "ben"):
         progress.started(who)
     assert progress.line().endswith("| grading: ann, ben") and progress.line().startswith("[0/3]")

@@ -197,3 +197,14 @@ def test_a_zip_with_two_copies_of_one_source_is_refused_naming_both(tmp_path):
         archive.writestr(f"new/{source}", "// the second")
     with pytest.raises(SubmissionError, match=f"two copies of {source}: 'old/{source}' and 'new/{source}'"):
         read_submission(str(tmp_path / "handin.zip"), UNIT)
+
+
+def test_when_each_was_handed_in_is_read(tmp_path):
+    """Gradescope's created_at (YAML reads it as a time), else the hand-in's modification time."""
+    export = _export(tmp_path / "export", f"submission_1:\n{ADA}  :created_at: 2031-01-01 12:00:00.000000000 -05:00\n"
+                                          f"submission_2:\n{ADA}", ("submission_1", "submission_2"))
+    found = collect.collect(export, UNIT)
+    assert [s.handed_in for s in found] == [1925053200.0, None]
+    (tmp_path / "class").mkdir()
+    _handed_in(tmp_path / "class" / "bob.zip", 1234.0)
+    assert collect.collect(str(tmp_path / "class"), UNIT)[0].handed_in == 1234.0

@@ -308,3 +308,17 @@ def test_merge_as_another_unit_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--unit day02_layernorm_forward" in err and f"holds gradings of {UNIT}" in err
     assert not (tmp_path / "gradebook.csv").exists()
+
+
+def test_a_hand_in_after_the_due_time_is_late(tmp_path, capsys):
+    """grading.json says when each was handed in; merge --due marks the later ones late (a
+    grade still), and a due time it cannot read is named."""
+    for who, handed_in in (("ada", 1000.0), ("grace", 3000.0)):
+        _submission(tmp_path, who, {**_state(who), "handed_in": handed_in}, _results(CLASS[who]))
+    due = "1970-01-01T00:30:00+00:00"  # 1800 s
+    assert main(["merge", str(tmp_path), "--unit", UNIT, "--due", due]) == 0
+    assert {r["Submission"]: (r["Status"], r["Total Score"]) for r in _rows(tmp_path)} == {
+        "ada": (gradebook.GRADED, "3"), "grace": (f"{gradebook.GRADED}; {gradebook.LATE}", "2")}
+    with pytest.raises(SystemExit):
+        main(["merge", str(tmp_path), "--unit", UNIT, "--due", "Friday"])
+    assert "--due 'Friday': expected a date and time" in capsys.readouterr().err
