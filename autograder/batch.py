@@ -327,7 +327,7 @@ def _wait(process: subprocess.Popen, deadline: float) -> int | None:
     its sandbox's processes, out of this group's reach), then killed with its group."""
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
-            return process.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+            return process.wait(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
         if STOP.overdue():
             break
         if time.monotonic() >= deadline and STOP.signum is None:
@@ -404,9 +404,10 @@ class Grading:
         last = gradebook.record(self.options.out, self.submission.id)  # a damaged record: grade it again
         same = (last.results is not None
                 and (last.state.get("hash"), last.state.get("grader_version")) == (self.digest, self.version))
-        now = self._collected()
-        if same and any(last.state.get(key) != value for key, value in now.items()):
-            _write_json({**_read_json(self.state_path), **now}, self.state_path)
+        if same:
+            state, now = _read_json(self.state_path), self._collected()
+            if any(state.get(key) != value for key, value in now.items()):
+                _write_json({**state, **now}, self.state_path)
         return same
 
     def _collected(self) -> dict:

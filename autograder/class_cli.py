@@ -124,8 +124,8 @@ def _grade_all(args) -> int:
         args.parser.error(f"--jobs {args.jobs}: expected a number of gradings at once, 1 or more")
     _check_gpus(args, unit, gpus)
     _check_unit_of(args, args.out)
-    gradebook.write_expected(os.path.abspath(args.out), submissions)  # the class as handed in now
     graded = _selected(args, submissions)
+    gradebook.write_expected(os.path.abspath(args.out), submissions)  # the class as handed in now
     if args.shard:
         index, count = args.shard
         graded = graded[index::count]

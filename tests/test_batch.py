@@ -527,9 +527,14 @@ def test_a_messy_class_folder_is_graded_end_to_end(tmp_path, monkeypatch, capsys
         main(args + ["--only", "nobody"])
     assert "--only nobody: no submission has this id; expected one of alice, j_rg" in capsys.readouterr().err
 
-    # alice's file is removed, and the roster left out: she drops out of the gradebook.
-    for name in ("alice.ipynb", "alice.zip"):
-        (hand_ins / name).unlink()
+    # alice's zip is removed: her notebook, unchanged, is not graded again, and the note is gone.
+    (hand_ins / "alice.zip").unlink()
+    assert main(args) == 0
+    assert sorted(graded) == ["alice", "j_rg", "j_rg"]
+    assert "2 hand-ins" not in (out / "failures.md").read_text()
+
+    # Her notebook is removed too, and the roster left out: she drops out of the gradebook.
+    (hand_ins / "alice.ipynb").unlink()
     assert main(args[:-2]) == 0
     assert [r["Submission"] for r in _gradebook(out)] == ["j_rg"]
 
