@@ -132,13 +132,12 @@ def _grade_all(args) -> int:
     options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit,
                             args.regrade or bool(args.only), args.work, args.cpu_only)
     progress = batch.grade_all(graded, options, gpus, args.jobs)
-    if progress.stopped:
-        print("stopped: the reports are as they were; run the same command again to grade what is left",
-              file=sys.stderr)
-        return 128 + progress.stopped
-    if not args.no_reports:
+    if not args.no_reports:  # stopped too: the reports then list what it stopped as not graded
         gradebook.write_reports(options.out, unit.name, args.anonymise, roster, due)
         print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
+    if progress.stopped:
+        print("stopped: run the same command again to grade what was stopped or not reached", file=sys.stderr)
+        return 128 + progress.stopped
     return 1 if progress.failed or progress.busy else 0
 
 

@@ -107,10 +107,8 @@ def _with_roster(records: list[Record], roster: list[dict]) -> list[Record]:
             if row in unmatched:
                 unmatched.remove(row)
         record.students = students
-    missing = [Record("", [{key: row.get(key, "") for key in ("name", "email", "sid")}], None,
-                      {"status": MISSING, "error": "on the roster, and no hand-in is theirs"}) for row in unmatched]
-    for record, row in zip(missing, unmatched):
-        record.students[0]["name"] = record.students[0]["name"] or row.get("id", "")
+    missing = [Record("", [{"name": row.get("name") or row.get("id", ""), "email": row.get("email", ""),
+                            "sid": row.get("sid", "")}], None, {"status": MISSING}) for row in unmatched]
     return records + missing
 
 
