@@ -190,24 +190,7 @@ def _unit_names() -> list[str]:
     return [unit.name for unit in units.all_units()]
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    from autograder.release import DEFAULT_REPOSITORY
-
-    release = commands.add_parser("release", help="write the student bundle (folder and zip)")
-    release.add_argument("out", help="folder to write (replaced); OUT.zip is written beside it")
-    release.add_argument("--unit", action="append", help="unit to release (repeatable)")
-    release.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
-                         "solved files each hands the next: do it once every unit is past its deadline)")
-    release.add_argument("--repository", default=DEFAULT_REPOSITORY,
-                         help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
-    release.add_argument("--branch", default="main", help="branch the Colab badges open")
-    release.set_defaults(run=_release, parser=release)
-
-    gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip (immediate CPU feedback)")
-    gradescope.add_argument("unit", choices=_unit_names())
-    gradescope.add_argument("out", help="the zip to write (OUT.zip)")
-    gradescope.set_defaults(run=_gradescope, parser=gradescope)
-
+def _add_grade_all(commands: argparse._SubParsersAction) -> None:
     from autograder.grade import TIME_LIMIT
     from autograder.sandbox import MODES
 
@@ -234,6 +217,28 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     grade_all.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for each grading")
     grade_all.add_argument("--work", help="folder for the gradings' temporary folders")
     grade_all.set_defaults(run=_grade_all, parser=grade_all)
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    from autograder.release import DEFAULT_REPOSITORY
+
+    release = commands.add_parser("release", help="write the student bundle (folder and zip)")
+    release.add_argument("out", help="folder to write (replaced); OUT.zip is written beside it")
+    release.add_argument("--unit", action="append", help="unit to release (repeatable)")
+    release.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
+                         "solved files each hands the next: do it once every unit is past its deadline)")
+    release.add_argument("--repository", default=DEFAULT_REPOSITORY,
+                         help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
+    release.add_argument("--branch", default="main", help="branch the Colab badges open")
+    release.set_defaults(run=_release, parser=release)
+
+    gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip (immediate CPU feedback)")
+    gradescope.add_argument("unit", choices=_unit_names())
+    gradescope.add_argument("out", help="the zip to write (OUT.zip)")
+    gradescope.set_defaults(run=_gradescope, parser=gradescope)
+
+    _add_grade_all(commands)
+    from autograder.sandbox import MODES
 
     merge = commands.add_parser("merge", help="write a batch's reports from its results (after Slurm shards)")
     merge.add_argument("out", help="the --out folder the shards graded into")
