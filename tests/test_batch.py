@@ -2,7 +2,10 @@
 as a zip, a folder and a notebook, a mutant, and an unreadable zip. Its gradebook shows each
 its expected score, a second run grades nothing again, and two fake GPUs share the work. Then
 the batch's steps and its GPU lock: runs share a GPU, a timing runs alone, and a test process
-loads student code only once it holds the lock."""
+loads student code only once it holds the lock. Then, with gradings faked, a messy class folder
+(a name that is not UTF-8, two hand-ins of one student, a roster, --only, a removed hand-in),
+no GPU without --cpu-only, the progress line, signals passed on to every grading's processes,
+and a submission another live grading holds."""
 import csv
 import fcntl
 import glob

@@ -1,7 +1,9 @@
 """The class reports (autograder/gradebook.py) over a results folder where one submission's
 files are missing or damaged: that submission is listed as not graded, with the file and
 what was wrong, and every other student is still in gradebook.csv, the leaderboard and
-failures.md. No grading runs: the folders are written here as batch.Grading leaves them."""
+failures.md. Then each row's status apart from its score, names that are not UTF-8, a roster,
+a removed hand-in, late hand-ins, keyed anonymous names and merge's check of the unit. No grading
+runs: the folders are written here as batch.Grading leaves them."""
 import csv
 import json
 
