@@ -20,10 +20,17 @@ A submission whose hash and the grader's version match its last grading is skipp
 `regrade`. The queue starts with the submissions never graded, then the longest last
 gradings. What each grading left (OUT/results/<id>/) is all the reports need
 (autograder/gradebook.py).
+
+Told to stop (SIGINT, SIGTERM), the batch starts no more gradings and passes SIGTERM to every
+grading's process group (each runs in a session of its own, out of a terminal's reach), kills
+what has not ended STOP_GRACE_S later, and records the gradings it stopped as failed: the next
+run grades them again. A grading holds OUT/.locks/<id>.lock, and so do its processes, even past
+the batch's own end: a second batch on the same OUT leaves that submission alone.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -64,7 +71,7 @@ def content_hash(path: str) -> str:
             for name in sorted(names):
                 full = os.path.join(root, name)
                 if is_regular_file(full):
-                    digest.update(os.path.relpath(full, path).encode() + b"\0")
+                    digest.update(os.fsencode(os.path.relpath(full, path)) + b"\0")  # any name, UTF-8 or not
                     with open_regular(full) as handle:
                         digest.update(handle.read())
     else:
@@ -156,30 +163,137 @@ class Options:
     time_limit: float = 3600
     regrade: bool = False
     work: str | None = None
+    cpu_only: bool = False      # grade no GPU case, even where GPUs are (each reported not run: no GPU)
+
+
+def gpu_cases(unit: Unit) -> list[str]:
+    """The unit's cases that need a GPU."""
+    return [case.name for case in unit.tests(hidden=True).CASES if case.device.startswith("cuda")]
+
+
+class Stop:
+    """Whether the batch was told to stop, and the gradings' processes to pass it on to."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.at = 0.0
+        self.lock = threading.Lock()
+        self.processes: set[subprocess.Popen] = set()
+
+    def __call__(self, signum, frame=None) -> None:
+        """The signal handler: no new grading, and SIGTERM to every grading's group."""
+        with self.lock:
+            if self.signum is None:
+                self.signum, self.at = signum, time.monotonic()
+                print(f"\nstopping: {signal.Signals(signum).name}; ending the gradings in flight", file=sys.stderr)
+            processes = list(self.processes)
+        for process in processes:
+            _signal_group(process, signal.SIGTERM)
+
+    def started(self, process: subprocess.Popen) -> None:
+        with self.lock:
+            self.processes.add(process)
+            stopped = self.signum is not None
+        if stopped:  # started as the signal came
+            _signal_group(process, signal.SIGTERM)
+
+    def ended(self, process: subprocess.Popen) -> None:
+        with self.lock:
+            self.processes.discard(process)
+
+    def overdue(self) -> bool:
+        """Told to stop over STOP_GRACE_S ago: what still runs is killed."""
+        return self.signum is not None and time.monotonic() - self.at > STOP_GRACE_S
+
+
+STOP = Stop()  # one per process: signals reach the process, not a batch
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # its group may have ended with it
+        os.killpg(process.pid, signum)
+
+
+@contextlib.contextmanager
+def _stoppable():
+    """SIGINT and SIGTERM stop the batch (STOP) while the block runs, where signals can be
+    handled (the main thread); the handlers before are put back after."""
+    STOP.signum = None
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.signal(signum, STOP) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+class Claim:
+    """OUT/.locks/<id>.lock, held while a grading of the submission runs: by the batch, and by
+    each of its grading processes (an inherited descriptor), so a batch killed outright still
+    holds it until they end."""
+
+    def __init__(self, out: str, submission_id: str):
+        os.makedirs(os.path.join(out, ".locks"), exist_ok=True)
+        self.fd: int | None = os.open(os.path.join(out, ".locks", submission_id + ".lock"), os.O_RDWR | os.O_CREAT,
+                                      0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.release()
+        except OSError:  # a filesystem without locks (some network ones): grade unguarded
+            pass
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class Progress:
-    """One line: counts and an ETA from the gradings done so far (skips cost nothing)."""
+    """One line: counts, an ETA from the gradings done so far (skips cost nothing), and the
+    submissions in flight; printed as each grading starts and ends."""
+
+    IN_FLIGHT_SHOWN = 4
 
     def __init__(self, total: int, stream=None, label: str = ""):
         self.total, self.stream, self.start = total, stream or sys.stderr, time.monotonic()
         self.label = label
-        self.graded = self.skipped = self.failed = 0
+        self.graded = self.skipped = self.failed = self.busy = 0
+        self.in_flight: list[str] = []
+        self.stopped: int | None = None  # the signal that stopped the batch
         self.lock = threading.Lock()
 
     def line(self) -> str:
-        done = self.graded + self.skipped + self.failed
+        done = self.graded + self.skipped + self.failed + self.busy
         elapsed = time.monotonic() - self.start
         worked = self.graded + self.failed
         eta = elapsed / worked * (self.total - done) if worked else None
+        busy = f", held by another batch {self.busy}" if self.busy else ""
+        flying = ", ".join(self.in_flight[:self.IN_FLIGHT_SHOWN])
+        flying += f" and {len(self.in_flight) - self.IN_FLIGHT_SHOWN} more" if len(self.in_flight) > self.IN_FLIGHT_SHOWN \
+            else ""
         return (f"{self.label}[{done}/{self.total}] graded {self.graded}, unchanged {self.skipped}, grader failed "
-                f"{self.failed} | {elapsed / 60:.1f} min" + (f", ETA {eta / 60:.1f} min" if eta is not None else ""))
+                f"{self.failed}{busy} | {elapsed / 60:.1f} min" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+                + (f" | grading: {flying}" if flying else ""))
 
-    def count(self, outcome: str) -> None:
+    def started(self, submission_id: str) -> None:
+        with self.lock:
+            self.in_flight.append(submission_id)
+            self._print()
+
+    def count(self, outcome: str, submission_id: str | None = None) -> None:
         with self.lock:
             setattr(self, outcome, getattr(self, outcome) + 1)
-            end = "\r" if self.stream.isatty() else "\n"
-            print(self.line(), end=end, file=self.stream, flush=True)
+            if submission_id in self.in_flight:
+                self.in_flight.remove(submission_id)
+            self._print()
+
+    def _print(self) -> None:
+        end = "\r" if self.stream.isatty() else "\n"
+        print(self.line(), end=end, file=self.stream, flush=True)
 
 
 def _grade_command(submission: str, options: Options, out: str, seed: int, tests: list[str]) -> list[str]:
@@ -189,21 +303,41 @@ def _grade_command(submission: str, options: Options, out: str, seed: int, tests
     return command + [arg for name in tests for arg in ("--tests", name)]
 
 
-def _run_grading(command: list[str], env: dict, log_path: str, timeout: float) -> str | None:
-    """None when the grading wrote its results, else why not."""
+def _run_grading(command: list[str], env: dict, log_path: str, timeout: float, pass_fds: tuple[int, ...] = ()) \
+        -> str | None:
+    """None when the grading wrote its results, else why not. `pass_fds`: descriptors it keeps
+    (its submission's Claim)."""
     with open(log_path, "a", encoding="utf-8") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                   pass_fds=pass_fds)
+        STOP.started(process)
         try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.terminate()  # first: it ends its sandbox's processes, out of this group's reach
+            code = _wait(process, time.monotonic() + timeout)
+        finally:
+            STOP.ended(process)
+    if STOP.signum is not None:
+        return _stopped()
+    if code is None:
+        return f"the grading process ran past {timeout:.0f} s and was killed"
+    return None if code == 0 else f"the grading process exited with status {code} (see grade.log)"
+
+
+def _wait(process: subprocess.Popen, deadline: float) -> int | None:
+    """Its exit status; None where it ran past the deadline, and was told to stop (SIGTERM: it ends
+    its sandbox's processes, out of this group's reach), then killed with its group."""
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+        if STOP.overdue():
+            break
+        if time.monotonic() >= deadline and STOP.signum is None:
+            process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=STOP_GRACE_S)
-            with contextlib.suppress(ProcessLookupError):  # its group may have ended with it
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return f"the grading process ran past {timeout:.0f} s and was killed"
-    return None if code == 0 else f"the grading process exited with status {code} (see grade.log)"
+            break
+    _signal_group(process, signal.SIGKILL)
+    process.wait()
+    return None
 
 
 def perf_split(unit: Unit) -> tuple[list[str], list[str]]:
@@ -249,15 +383,38 @@ class Grading:
         self.digest = ""  # of its content, read when its grading starts
         self.seed, self.seconds, self.gpus = secrets.randbits(62), [], []  # per step
         self.error: str | None = None
+        self.claim: Claim | None = None
+        self.finished = False  # its record written
+
+    def claimed(self) -> bool:
+        """Whether this batch may grade it: no other live grading holds it."""
+        self.claim = Claim(self.options.out, self.submission.id)
+        return self.claim.fd is not None
+
+    def release(self) -> None:
+        if self.claim:
+            self.claim.release()
 
     def unchanged(self) -> bool:
-        """Graded before, by this grader version, with this content."""
+        """Graded before, by this grader version, with this content. Its record then gets who
+        handed it in and the notes on it as collected now (a roster or a second hand-in since)."""
         self.digest = content_hash(self.submission.path)
         if self.options.regrade or not os.path.exists(self.state_path):
             return False
         last = gradebook.record(self.options.out, self.submission.id)  # a damaged record: grade it again
-        return (last.results is not None
+        same = (last.results is not None
                 and (last.state.get("hash"), last.state.get("grader_version")) == (self.digest, self.version))
+        if same:
+            state, now = _read_json(self.state_path), self._collected()
+            if any(state.get(key) != value for key, value in now.items()):
+                _write_json({**state, **now}, self.state_path)
+        return same
+
+    def _collected(self) -> dict:
+        """What its record says of the hand-in as collected."""
+        return {"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
+                "notes": list(self.submission.notes), "handed_in": self.submission.handed_in,
+                "unit": self.options.unit.name}
 
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -288,13 +445,15 @@ class Grading:
             env.update(CUDA_VISIBLE_DEVICES=gpu, **gpu_probe_env(gpu))
         command = _grade_command(self.submission.path, self.options, out, self.seed, tests) + step_options
         start = time.monotonic()
-        error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S)
+        error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S,
+                             pass_fds=(self.claim.fd,) if self.claim and self.claim.fd is not None else ())
         self.seconds.append(round(time.monotonic() - start, 1))
         self.gpus.append(gpu)
         return error
 
     def finish(self) -> str:
         """Feedback and grading.json; 'graded' or 'failed'."""
+        self.finished = True
         results_path = os.path.join(self.folder, "results.json")
         if not self.error and os.path.exists(results_path):
             try:
@@ -302,12 +461,12 @@ class Grading:
             except (OSError, ValueError, KeyError, TypeError) as error:
                 self.error = f"its results.json could not be read: {type(error).__name__}: {error}"
             else:
-                with open(os.path.join(self.folder, "feedback.txt"), "w", encoding="utf-8") as handle:
+                path = os.path.join(self.folder, "feedback.txt")
+                with written_whole(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
                     handle.write(feedback)
         elif not self.error:
             self.error = "the grading wrote no results.json"
-        _write_json({"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
-                     "hash": self.digest, "grader_version": self.version,
+        _write_json({**self._collected(), "hash": self.digest, "grader_version": self.version,
                      "status": "failed" if self.error else "graded", "error": self.error,
                      "gpu": self.gpus[0] if self.gpus else None,
                      "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None, "seed": self.seed,
@@ -345,12 +504,15 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     then waits only for other perf steps' runs, never for the class's long correctness and
     compute-sanitizer runs, and each times alone on its GPU (autograder/gpu_lock.py)."""
     cpus = cpus or CPUS
+    gpus = [] if options.cpu_only else gpus
     jobs, max_jobs = worker_plan(jobs, gpus, cpus, available_memory_gb())
     version = grader_version(options.unit)
     timed_here = perf_runs_here(options.unit.tests(hidden=True).CASES, bool(gpus))
     # torch's CPU ops (inputs, references, the CPU cases) use every core by default: with a
     # grading per two cores, each gets its share, or their threads fight over the cores.
     share = {"MAX_JOBS": str(max_jobs), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(max(1, cpus // jobs)))}
+    if options.cpu_only:  # the gradings see no GPU: their GPU cases are reported not run
+        share["CUDA_VISIBLE_DEVICES"] = ""
     # The gradings' C++ compiles parse their first header once between them, where asked
     # (README, Instructors).
     making = None
@@ -367,7 +529,8 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
     private = tempfile.mkdtemp(prefix="grade-all-")
     os.makedirs(os.path.join(private, "builds"))
     try:
-        return _grade_all(submissions, options, gpus, jobs, max_jobs, version, steps, share, private)
+        with _stoppable():
+            return _grade_all(submissions, options, gpus, jobs, max_jobs, version, steps, share, private)
     finally:
         precompiled_header.stop(making)
         shutil.rmtree(private, ignore_errors=True)
@@ -384,25 +547,49 @@ def _grade_all(submissions: list[Submission], options: Options, gpus: list[str],
           file=sys.stderr)
     progress = Progress(len(submissions), label="other cases " if timed_here else "")
     to_time: list[Grading] = []
-
-    def first(grading: Grading, gpu: str | None) -> None:
-        outcome = _guarded(grading, lambda: "skipped" if grading.unchanged() else grading.first_step(gpu))
-        if outcome == "first step done":
-            to_time.append(grading)
-            outcome = "graded"
-        progress.count(outcome)
-
-    _in_slots(jobs, gpus, gradings, first)
-    if not to_time:
-        return progress
-    perf_progress = Progress(len(to_time), label="perf cases ")
-    locks = {gpu: os.path.join(private, f"gpu{gpu}") for gpu in gpus}
-    _in_slots(jobs, gpus, to_time,
-              lambda grading, gpu: perf_progress.count(_guarded(grading, lambda: grading.perf_step(
-                  gpu, locks.get(gpu)))))
-    progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
-    progress.failed += perf_progress.failed
+    _in_slots(jobs, gpus, gradings, lambda grading, gpu: _first_step(grading, gpu, progress, to_time))
+    if to_time:
+        perf_progress = Progress(len(to_time), label="perf cases ")
+        locks = {gpu: os.path.join(private, f"gpu{gpu}") for gpu in gpus}
+        _in_slots(jobs, gpus, to_time, lambda grading, gpu: _perf_step(grading, gpu, locks.get(gpu), perf_progress))
+        for grading in (g for g in to_time if not g.finished):  # stopped before its perf step
+            grading.error = _stopped()
+            perf_progress.failed += grading.finish() == "failed"
+            grading.release()
+        progress.graded -= perf_progress.failed  # a perf step that failed fails its grading
+        progress.failed += perf_progress.failed
+    progress.stopped = STOP.signum
     return progress
+
+
+def _stopped() -> str:
+    return f"stopped by {signal.Signals(STOP.signum).name} before it ended: the next run grades it again"
+
+
+def _first_step(grading: Grading, gpu: str | None, progress: Progress, to_time: list[Grading]) -> None:
+    """Its first (or only) step, unless unchanged or another live grading holds it; a grading
+    with a perf step to come keeps its claim for it."""
+    if not grading.claimed():
+        print(f"warning: {grading.submission.id}: another grading of it is running (a batch still at work, or "
+              f"its processes): left as it is", file=sys.stderr)
+        progress.count("busy")
+        return
+    progress.started(grading.submission.id)
+    outcome = _guarded(grading, lambda: "skipped" if grading.unchanged() else grading.first_step(gpu))
+    if outcome == "first step done":
+        to_time.append(grading)
+        outcome = "graded"
+    else:
+        grading.release()
+    progress.count(outcome, grading.submission.id)
+
+
+def _perf_step(grading: Grading, gpu: str | None, gpu_lock: str | None, progress: Progress) -> None:
+    progress.started(grading.submission.id)
+    try:
+        progress.count(_guarded(grading, lambda: grading.perf_step(gpu, gpu_lock)), grading.submission.id)
+    finally:
+        grading.release()
 
 
 def _last_seconds(out: str, submission_id: str) -> float:
@@ -436,7 +623,7 @@ def _in_slots(jobs: int, gpus: list[str], items: list, work) -> None:
         pending.put(item)
 
     def slot(gpu: str | None) -> None:
-        while True:
+        while STOP.signum is None:  # told to stop: no new grading
             try:
                 item = pending.get_nowait()
             except queue.Empty:

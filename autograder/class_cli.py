@@ -51,6 +51,61 @@ def _shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def _roster(args) -> list[dict] | None:
+    from autograder.roster import read_roster
+
+    try:
+        return read_roster(args.roster) if args.roster else None
+    except ValueError as error:
+        args.parser.error(str(error))
+
+
+def _due(args) -> float | None:
+    """--due as seconds since the epoch (no time zone given: this machine's)."""
+    import datetime
+
+    if args.due is None:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(args.due).timestamp()
+    except ValueError:
+        args.parser.error(f"--due {args.due!r}: expected a date and time such as 2031-03-01T23:59 "
+                          f"or 2031-03-01T23:59-05:00")
+
+
+def _check_unit_of(args, out: str) -> None:
+    """OUT graded for another unit: its grades are not this unit's."""
+    from autograder import gradebook
+
+    others = gradebook.other_units(out, args.unit)
+    if others:
+        args.parser.error(f"--unit {args.unit}: {out!r} holds gradings of {', '.join(sorted(others))}; "
+                          f"expected --unit {' or '.join(sorted(others))}, or another --out folder")
+
+
+def _check_gpus(args, unit, gpus: list[str]) -> None:
+    """A unit with GPU cases graded without a GPU would score them all 0: only when asked."""
+    from autograder import batch
+
+    cases = batch.gpu_cases(unit) if not (gpus or args.cpu_only) else []
+    if cases:
+        args.parser.error(f"--gpus {args.gpus}: {unit.name} has {len(cases)} GPU cases and no GPU is visible here; "
+                          f"grade on a GPU machine, or pass --cpu-only to grade its CPU cases alone and report "
+                          f"the GPU cases as not run: no GPU")
+
+
+def _selected(args, submissions: list) -> list:
+    """The submissions `--only` names (each graded again), or all; an id no submission has is an error."""
+    if not args.only:
+        return submissions
+    ids = {s.id for s in submissions}
+    unknown = [name for name in args.only if name not in ids]
+    if unknown:
+        args.parser.error(f"--only {unknown[0]}: no submission has this id; expected one of "
+                          f"{', '.join(sorted(ids)[:20]) or 'none: no submission was found'}")
+    return [s for s in submissions if s.id in args.only]
+
+
 def _grade_all(args) -> int:
     from autograder import batch, collect, gradebook
     from course.authoring import units
@@ -59,6 +114,7 @@ def _grade_all(args) -> int:
     check_out_folder(args.parser, "--work", args.work)
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
+    roster, due = _roster(args), _due(args)
     try:
         gpus = batch.parse_gpus(args.gpus)
         submissions = collect.collect(args.submissions, unit)
@@ -66,15 +122,23 @@ def _grade_all(args) -> int:
         args.parser.error(str(error))
     if args.jobs is not None and args.jobs < 1:
         args.parser.error(f"--jobs {args.jobs}: expected a number of gradings at once, 1 or more")
+    _check_gpus(args, unit, gpus)
+    _check_unit_of(args, args.out)
+    graded = _selected(args, submissions)
+    gradebook.write_expected(os.path.abspath(args.out), submissions)  # the class as handed in now
     if args.shard:
         index, count = args.shard
-        submissions = submissions[index::count]
-    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit, args.regrade, args.work)
-    progress = batch.grade_all(submissions, options, gpus, args.jobs)
-    if not args.no_reports:
-        gradebook.write_reports(options.out, unit.name, args.anonymise)
+        graded = graded[index::count]
+    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit,
+                            args.regrade or bool(args.only), args.work, args.cpu_only)
+    progress = batch.grade_all(graded, options, gpus, args.jobs)
+    if not args.no_reports:  # stopped too: the reports then list what it stopped as not graded
+        gradebook.write_reports(options.out, unit.name, args.anonymise, roster, due)
         print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
-    return 1 if progress.failed else 0
+    if progress.stopped:
+        print("stopped: run the same command again to grade what was stopped or not reached", file=sys.stderr)
+        return 128 + progress.stopped
+    return 1 if progress.failed or progress.busy else 0
 
 
 def _merge(args) -> int:
@@ -83,9 +147,11 @@ def _merge(args) -> int:
     if not os.path.isdir(os.path.join(args.out, gradebook.RESULTS)):
         args.parser.error(f"OUT {args.out!r}: expected the --out folder the shards graded into, "
                           f"with {gradebook.RESULTS}/ in it")
-    records = gradebook.write_reports(args.out, args.unit, args.anonymise)
+    roster, due = _roster(args), _due(args)
+    _check_unit_of(args, args.out)
+    records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster, due)
     print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
-    return 0 if records and all(r.results for r in records) else 1
+    return 0 if records and all(r.status != gradebook.FAILED for r in records) else 1
 
 
 def _slurm(args) -> int:
@@ -124,6 +190,35 @@ def _unit_names() -> list[str]:
     return [unit.name for unit in units.all_units()]
 
 
+def _add_grade_all(commands: argparse._SubParsersAction) -> None:
+    from autograder.grade import TIME_LIMIT
+    from autograder.sandbox import MODES
+
+    grade_all = commands.add_parser("grade-all", help="grade a class: a folder of submissions or a Gradescope export")
+    grade_all.add_argument("submissions", help="a folder of zips, notebooks or folders, or a Gradescope bulk export")
+    grade_all.add_argument("--unit", required=True, choices=_unit_names())
+    grade_all.add_argument("--out", required=True, help="folder for results/<id>/, gradebook.csv and the reports")
+    grade_all.add_argument("--gpus", default="all", help="all, none, or GPU indices such as 0,1")
+    grade_all.add_argument("--jobs", type=int, help="gradings at once (default: one per two cores, bounded by memory)")
+    grade_all.add_argument("--regrade", action="store_true", help="grade again what was graded by this grader version")
+    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student (a keyed "
+                           "hash of each id; the key: OUT/.anonymise-key)")
+    grade_all.add_argument("--only", action="append", metavar="ID", help="grade again only this submission (its id "
+                           "in OUT/results/; repeatable), then rewrite the reports")
+    grade_all.add_argument("--cpu-only", action="store_true", help="grade a unit's CPU cases alone, its GPU cases "
+                           "reported not run: no GPU (without it, a unit with GPU cases needs a GPU)")
+    grade_all.add_argument("--roster", metavar="FILE", help="a CSV of the class (columns id, name, email, sid: "
+                           "autograder/roster.py): students with no hand-in are listed as missing")
+    grade_all.add_argument("--due", metavar="WHEN", help="the due time, such as 2031-03-01T23:59-05:00: a hand-in "
+                           "after it (Gradescope's created_at, else its file's time) has status late")
+    grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
+    grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
+    grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
+    grade_all.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for each grading")
+    grade_all.add_argument("--work", help="folder for the gradings' temporary folders")
+    grade_all.set_defaults(run=_grade_all, parser=grade_all)
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:
     from autograder.release import DEFAULT_REPOSITORY
 
@@ -142,28 +237,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     gradescope.add_argument("out", help="the zip to write (OUT.zip)")
     gradescope.set_defaults(run=_gradescope, parser=gradescope)
 
-    from autograder.grade import TIME_LIMIT
+    _add_grade_all(commands)
     from autograder.sandbox import MODES
-
-    grade_all = commands.add_parser("grade-all", help="grade a class: a folder of submissions or a Gradescope export")
-    grade_all.add_argument("submissions", help="a folder of zips, notebooks or folders, or a Gradescope bulk export")
-    grade_all.add_argument("--unit", required=True, choices=_unit_names())
-    grade_all.add_argument("--out", required=True, help="folder for results/<id>/, gradebook.csv and the reports")
-    grade_all.add_argument("--gpus", default="all", help="all, none, or GPU indices such as 0,1")
-    grade_all.add_argument("--jobs", type=int, help="gradings at once (default: one per two cores, bounded by memory)")
-    grade_all.add_argument("--regrade", action="store_true", help="grade again what was graded by this grader version")
-    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
-    grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
-    grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
-    grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
-    grade_all.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for each grading")
-    grade_all.add_argument("--work", help="folder for the gradings' temporary folders")
-    grade_all.set_defaults(run=_grade_all, parser=grade_all)
 
     merge = commands.add_parser("merge", help="write a batch's reports from its results (after Slurm shards)")
     merge.add_argument("out", help="the --out folder the shards graded into")
     merge.add_argument("--unit", required=True, choices=_unit_names())
     merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
+    merge.add_argument("--roster", metavar="FILE", help="as for grade-all")
+    merge.add_argument("--due", metavar="WHEN", help="as for grade-all")
     merge.set_defaults(run=_merge, parser=merge)
 
     slurm = commands.add_parser("slurm", help="write a Slurm job array that runs grade-all on shards, then merge")

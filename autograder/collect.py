@@ -4,9 +4,15 @@ Either a folder holding one entry per student (a zip, a notebook or a folder of 
 named after the student), or a Gradescope bulk export: `submission_metadata.yml` beside a
 folder per submission (`submission_<id>/`), holding what the student uploaded. The student's
 name, email and SID come from the metadata; elsewhere the entry's name is all there is.
+
+In a folder of hand-ins, entries whose names differ only by their suffix or letter case
+(alice.zip, Alice.ipynb, alice/) are one student's: the newest (modification time) is graded,
+a zip before a notebook before a folder when as new, and a warning names the others.
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
 import os
 import re
@@ -33,6 +39,10 @@ class Submission:
     id: str                 # unique in the class; names its results folder
     path: str               # what the grader reads: a zip, a notebook or a folder
     students: tuple[Student, ...] = ()
+    notes: tuple[str, ...] = ()  # what the instructor should know of this hand-in (in failures.md)
+    # When it was handed in, in seconds since the epoch: Gradescope's created_at, else the entry's
+    # modification time; None where the export does not say.
+    handed_in: float | None = None
 
 
 def entry_point(path: str, unit: Unit) -> str:
@@ -57,6 +67,12 @@ def _is_upload(name: str) -> bool:
     return name.lower().endswith(_SUBMISSION_SUFFIXES)  # Windows and phones hand in Bob.ZIP
 
 
+def shown_name(name: str) -> str:
+    """A file name as text UTF-8 can write: bytes that are not UTF-8 (a zip made on Windows,
+    read back as surrogates) become U+FFFD, so the name prints and goes into a CSV."""
+    return os.fsencode(name).decode("utf-8", "replace")
+
+
 def _safe_id(text: str) -> str:
     """`text` in the characters a folder name may safely have. A name with none of them (日本)
     gets one from its own digest, so that its results folder stays the same from run to run
@@ -78,7 +94,7 @@ def _unique_id(text: str, ids: set[str]) -> str:
 
 
 def _warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    print(f"warning: {clean_text(message)}", file=sys.stderr)
 
 
 def _symbol_free(value):
@@ -138,6 +154,15 @@ def _students(key: str, entry) -> tuple[Student, ...]:
     return students
 
 
+def _created_at(entry) -> float | None:
+    """An export entry's created_at (YAML reads it as a datetime) in seconds since the epoch."""
+    when = entry.get("created_at") if isinstance(entry, dict) else None
+    if isinstance(when, str):
+        with contextlib.suppress(ValueError):
+            when = datetime.datetime.fromisoformat(when)
+    return when.timestamp() if isinstance(when, datetime.datetime) else None
+
+
 def _from_export(folder: str, unit: Unit) -> list[Submission]:
     metadata = _symbol_free(_read_metadata(folder) or {})
     if not isinstance(metadata, dict):
@@ -146,7 +171,8 @@ def _from_export(folder: str, unit: Unit) -> list[Submission]:
     found, ids = [], set()
     for key, entry in sorted(metadata.items()):
         path = _submission_folder(folder, key)
-        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry)))
+        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry),
+                                handed_in=_created_at(entry)))
     for name in sorted(set(os.listdir(folder)) - set(metadata) - {METADATA}):
         if not name.startswith("."):
             _warn(f"{os.path.join(folder, name)}: skipped: {METADATA} does not name it")
@@ -159,14 +185,41 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
         raise ValueError(f"SUBMISSIONS {folder!r}: expected a folder of submissions or a Gradescope export")
     if os.path.exists(os.path.join(folder, METADATA)):
         return _from_export(folder, unit)
-    found, ids = [], set()
+    by_student: dict[str, list[tuple[str, str]]] = {}
     for name in sorted(os.listdir(folder)):
         path = os.path.join(folder, name)
         if name.startswith("."):  # .DS_Store and the like: no one's hand-in
             continue
         if not (os.path.isdir(path) or _is_upload(name)):
-            _warn(f"{path}: skipped: expected a zip, a notebook or a folder of sources")
+            _warn(f"{shown_name(path)}: skipped: expected a zip, a notebook or a folder of sources")
             continue
-        student = name if os.path.isdir(path) else os.path.splitext(name)[0]
-        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),)))
-    return found
+        student = shown_name(name if os.path.isdir(path) else os.path.splitext(name)[0])
+        by_student.setdefault(student.casefold(), []).append((student, path))
+    found, ids = [], set()
+    for entries in by_student.values():
+        (student, path), notes = _one_hand_in(entries)
+        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),), notes,
+                                os.stat(path).st_mtime))
+    return sorted(found, key=lambda submission: submission.id)
+
+
+# A kind's rank when two hand-ins of one student are as new: a zip holds the sources and the answers.
+_KIND_RANK = {".zip": 0, ".ipynb": 1}
+
+
+def _one_hand_in(entries: list[tuple[str, str]]) -> tuple[tuple[str, str], tuple[str, ...]]:
+    """The (student, path) graded of one student's entries, and a note naming the others."""
+    if len(entries) == 1:
+        return entries[0], ()
+
+    def rank(entry):
+        path = entry[1]
+        kind = _KIND_RANK.get(os.path.splitext(path)[1].lower(), 2)
+        return -os.stat(path).st_mtime, kind, path
+
+    chosen, *others = sorted(entries, key=rank)
+    note = (f"{len(entries)} hand-ins of {chosen[0]}: graded {shown_name(os.path.basename(chosen[1]))}, the newest "
+            f"(a zip before a notebook before a folder when as new); not graded: "
+            + ", ".join(shown_name(os.path.basename(path)) for _, path in others))
+    _warn(note)
+    return chosen, (note,)

@@ -4,19 +4,29 @@ the grading's time went to, and the written answers to grade by hand (answers.cs
 
 Everything here is rebuilt from the files each grading left, so the shards of a Slurm
 array, written into one OUT, merge by running this once (`python -m autograder merge OUT`).
+
+Each row has a status apart from its score: graded; not run: no GPU (graded, its GPU cases not
+run); grader failed (no score: the grader, not the student, failed; grade it again); missing
+(on the roster, nothing handed in; no score); and, given a due time, "; late" after a graded
+status where the hand-in came after it.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import hmac
 import html
 import json
 import os
+import secrets
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from autograder.untrusted_files import finite_number
+from autograder import roster as rosters
+from autograder.untrusted_files import clean_strings, finite_number
+from autograder.written_whole import written_whole
 from course.authoring.questions import WRITTEN
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
@@ -26,6 +36,10 @@ STATE = "grading.json"       # who handed it in, its hash, the grader's version,
 EXPECTED = "expected.json"
 # Gradescope's score upload matches rows by Email (or SID); Total Score is the score.
 UPLOAD_COLUMNS = ["Name", "SID", "Email", "Total Score"]
+ANONYMISE_KEY = ".anonymise-key"  # OUT/.anonymise-key: the leaderboard's secret, made once
+# A row's status, apart from its score (a grader failure is no zero).
+GRADED, NO_GPU, FAILED, MISSING, LATE = "graded", "not run: no GPU", "grader failed", "missing", "late"
+NO_GPU_OUTPUT = "not run: no GPU"  # how grade.py reports a CUDA case on a machine without one
 SLOWEST = 5                  # grading_time.md: the whole gradings it names
 TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
 # grading_time.md: a grading's phases (report timings) and what the instructor reads for each
@@ -39,26 +53,69 @@ class Record:
     students: list[dict]
     results: dict | None                      # results.json, or None where the grading failed
     state: dict = field(default_factory=dict)
+    late: bool = False                        # handed in after the due time the reports were given
 
     @property
-    def score(self) -> float:
-        return self.results["score"] if self.results else 0.0
+    def score(self) -> float | None:
+        """None where there is no grade: a grader failure or a missing hand-in is not a zero."""
+        return self.results["score"] if self.results else None
+
+    @property
+    def status(self) -> str:
+        if self.results is None:
+            return MISSING if self.state.get("status") == MISSING else FAILED
+        graded = NO_GPU if any(test["output"].startswith(NO_GPU_OUTPUT) for test in self.results["tests"]) else GRADED
+        return f"{graded}; {LATE}" if self.late else graded
+
+    @property
+    def unit(self) -> str | None:
+        """The unit it was graded for, where its files say."""
+        extra = (self.results or {}).get("extra_data", {})
+        unit = self.state.get("unit") or extra.get("unit")
+        return unit if isinstance(unit, str) else None
 
 
-def read(out: str) -> list[Record]:
-    """Every submission's record. One whose files are missing or damaged is read as not graded,
-    with why: it is listed in failures.md, and the rest of the class is still reported."""
-    folder = os.path.join(out, RESULTS)
-    found = {entry for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
-             if os.path.isdir(os.path.join(folder, entry))}
+def read(out: str, roster: list[dict] | None = None, due: float | None = None) -> list[Record]:
+    """Every submission's record: those OUT/expected.json names (the class's hand-ins when last
+    collected), else every results folder. One whose files are missing or damaged is read as not
+    graded, with why: it is listed in failures.md, and the rest of the class is still reported.
+    With a roster (autograder/roster.py), its students who handed in nothing come last, missing.
+    `due`: the due time (seconds since the epoch): a hand-in after it is late."""
     expected = _expected(out)
-    return [record(out, entry, expected.get(entry)) for entry in sorted(found | set(expected))]
+    if expected:  # a results folder of a hand-in since removed is no longer reported
+        entries = set(expected)
+    else:
+        folder = os.path.join(out, RESULTS)
+        entries = {entry for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
+                   if os.path.isdir(os.path.join(folder, entry))}
+    records = [record(out, entry, expected.get(entry)) for entry in sorted(entries)]
+    for each in records:
+        handed_in = each.state.get("handed_in")
+        each.late = due is not None and finite_number(handed_in) and handed_in > due
+    return _with_roster(records, roster) if roster is not None else records
+
+
+def _with_roster(records: list[Record], roster: list[dict]) -> list[Record]:
+    """The records with the roster's fields filled in, then a missing record per student of the
+    roster that no submission is of."""
+    unmatched = list(roster)
+    for record in records:
+        students = []
+        for student in record.students:
+            row = next((row for row in roster if rosters.is_theirs(row, record.id, student)), None)
+            students.append(rosters.filled_in(row, student) if row else student)
+            if row in unmatched:
+                unmatched.remove(row)
+        record.students = students
+    missing = [Record("", [{"name": row.get("name") or row.get("id", ""), "email": row.get("email", ""),
+                            "sid": row.get("sid", "")}], None, {"status": MISSING}) for row in unmatched]
+    return records + missing
 
 
 def write_expected(out: str, submissions) -> None:
     """OUT/expected.json for `submissions` (autograder.collect.Submission)."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, EXPECTED), "w", encoding="utf-8") as handle:
+    with _written_file(os.path.join(out, EXPECTED)) as handle:
         json.dump({s.id: [vars(student) for student in s.students] for s in submissions}, handle, indent=2)
 
 
@@ -81,7 +138,8 @@ def record(out: str, entry: str, students: list | None = None) -> Record:
     state, problem = _load(out, os.path.join(where, STATE), _state_problem,
                            missing="missing: its grading never finished (a killed task?)")
     if problem:
-        return Record(entry, students or [{"name": entry}], None, {"status": "failed", "error": problem})
+        return Record(entry, clean_strings(students or [{"name": entry}]), None, {"status": "failed", "error": problem})
+    state = clean_strings(state)  # a name or message a file system gave as surrogates still goes in a CSV
     students = state.get("students") or [{"name": entry}]
     if state["status"] != "graded":
         return Record(entry, students, None, state)
@@ -196,26 +254,39 @@ def _written(record: Record) -> list[dict]:
 
 
 def write_gradebook(records: list[Record], path: str) -> None:
-    """One row per student (a group submission gives each member the group's score)."""
+    """One row per student (a group submission gives each member the group's score). Where
+    there is no grade (grader failed, missing) the score cells are empty, and Status says why."""
     groups = _groups(records)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with _written_file(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(UPLOAD_COLUMNS + groups + ["Written answers", "Submission"])
+        writer.writerow(UPLOAD_COLUMNS + ["Status"] + groups + ["Written answers", "Submission"])
         for record in records:
             by_group = Counter()
             for test in (record.results or {}).get("tests", ()):
                 by_group[test["tags"][0] if test.get("tags") else "other"] += test["score"]
             written = _written(record)
             answered = f"{sum(t['status'] == 'passed' for t in written)} of {len(written)}" if written else ""
+            graded = record.results is not None
+            scores = [f"{record.score:g}" if graded else "", record.status]
+            scores += [f"{by_group[g]:g}" if graded else "" for g in groups]
             for student in record.students:
-                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", ""),
-                                 f"{record.score:g}"] + [f"{by_group[g]:g}" for g in groups] + [answered, record.id])
+                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", "")]
+                                + scores + [answered, record.id])
+
+
+@contextlib.contextmanager
+def _written_file(path: str):
+    """`path` open for writing text, in its place only once whole (a rerun or an upload never
+    reads half a report); what UTF-8 cannot encode is replaced, not an error."""
+    with written_whole(path) as temporary, open(temporary, "w", newline="", encoding="utf-8",
+                                                 errors="replace") as handle:
+        yield handle
 
 
 def write_answers(records: list[Record], path: str) -> None:
     """The written answers to grade by hand: a row per student, a column per question."""
     questions = list(dict.fromkeys(t["name"] for r in records for t in _written(r)))
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with _written_file(path) as handle:
         writer = csv.writer(handle)
         writer.writerow(["Name", "SID", "Email", "Submission"] + questions)
         for record in records:
@@ -225,36 +296,54 @@ def write_answers(records: list[Record], path: str) -> None:
                                 + [text.get(q, "") for q in questions])
 
 
-def _label(record: Record, anonymise: bool) -> str:
-    if anonymise:  # stable across runs, and not guessable from the list's order
-        return "anon-" + hashlib.sha256(record.id.encode()).hexdigest()[:8]
+def anonymise_key(out: str) -> bytes:
+    """OUT/.anonymise-key, made once (random, readable by its owner alone): the anonymous names
+    are a keyed hash of the ids, stable across runs, and no classmate can hash a roster to them."""
+    path = os.path.join(out, ANONYMISE_KEY)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path, "rb") as handle:
+            key = handle.read()
+        if len(key) < 16:
+            raise ValueError(f"{path}: expected the key --anonymise made (32 random bytes); "
+                             f"remove it to make a new one (the anonymous names change)") from None
+        return key
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(secrets.token_bytes(32))
+    return anonymise_key(out)
+
+
+def _label(record: Record, key: bytes | None) -> str:
+    if key is not None:  # stable across runs, and not guessable from the list's order or the roster
+        return "anon-" + hmac.new(key, record.id.encode("utf-8", "replace"), hashlib.sha256).hexdigest()[:8]
     return ", ".join(s.get("name") or record.id for s in record.students)
 
 
-def leaderboard_rows(records: list[Record], anonymise: bool) -> tuple[list[str], list[list[str]]]:
+def leaderboard_rows(records: list[Record], key: bytes | None) -> tuple[list[str], list[list[str]]]:
     """(header, rows): each submission's score and its perf ratio (torch time / its time)
-    per perf case, best total first."""
+    per perf case, best total first. `key`: anonymise_key's, to name no one."""
     cases = sorted({name for r in records if r.results for name in r.results["extra_data"].get("perf", {})})
     graded = sorted((r for r in records if r.results), key=lambda r: (-r.score, r.id))
     rows = []
     for rank, record in enumerate(graded, 1):
         perf = record.results["extra_data"].get("perf", {})
-        rows.append([str(rank), _label(record, anonymise), f"{record.score:g}"]
+        rows.append([str(rank), _label(record, key), f"{record.score:g}"]
                     + [f"{perf[c]['ratio']:.2f}x" if c in perf else "-" for c in cases])
     return ["rank", "student", "score"] + cases, rows
 
 
 def write_leaderboard(records: list[Record], out: str, unit: str, anonymise: bool) -> None:
-    header, rows = leaderboard_rows(records, anonymise)
+    header, rows = leaderboard_rows(records, anonymise_key(out) if anonymise else None)
     note = ("Perf columns: PyTorch's time over the submission's (higher is faster)."
             if len(header) > 3 else "This unit has no perf cases: the board ranks by score.")
     lines = [f"# Leaderboard: {unit}", "", note, "", "| " + " | ".join(header) + " |",
              "|" + " --- |" * len(header)] + ["| " + " | ".join(row) + " |" for row in rows]
-    with open(os.path.join(out, "leaderboard.md"), "w", encoding="utf-8") as handle:
+    with _written_file(os.path.join(out, "leaderboard.md")) as handle:
         handle.write("\n".join(lines) + "\n")
     cells = lambda row, tag: "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)  # noqa: E731
     body = "\n".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
-    with open(os.path.join(out, "leaderboard.html"), "w", encoding="utf-8") as handle:
+    with _written_file(os.path.join(out, "leaderboard.html")) as handle:
         handle.write(f"<!doctype html><meta charset=utf-8><title>Leaderboard: {html.escape(unit)}</title>\n"
                      f"<h1>Leaderboard: {html.escape(unit)}</h1><p>{html.escape(note)}</p>\n"
                      f"<table border=1><tr>{cells(header, 'th')}</tr>\n{body}</table>\n")
@@ -276,11 +365,23 @@ def failure_summary(records: list[Record]) -> str:
     for name, count in failed.most_common():
         message = messages[name].most_common(1)[0][0].replace("|", "\\|")
         lines.append(f"| `{name}` | {count} of {graded} | {message} |")
-    broken = [r for r in records if not r.results]
+    broken = [r for r in records if r.status == FAILED]
     if broken:
         lines += ["", "## Not graded (the grader itself failed; rerun them)", ""]
         lines += [f"- `{r.id}`: {r.state.get('error') or 'its grading.json gives no reason'}" for r in broken]
+    missing = [r for r in records if r.status == MISSING]
+    if missing:
+        lines += ["", "## Missing (on the roster, nothing handed in)", ""]
+        lines += [f"- {_who(r.students[0])}" for r in missing]
+    notes = [(r.id, note) for r in records for note in r.state.get("notes") or () if isinstance(note, str)]
+    if notes:
+        lines += ["", "## Notes on the hand-ins", ""] + [f"- `{who}`: {note}" for who, note in notes]
     return "\n".join(lines) + "\n"
+
+
+def _who(student: dict) -> str:
+    return " ".join(filter(None, [student.get("name"), f"<{student['email']}>" if student.get("email") else "",
+                                  f"(SID {student['sid']})" if student.get("sid") else ""])) or "a student"
 
 
 def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
@@ -340,13 +441,20 @@ def feedback_text(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out: str, unit: str, anonymise: bool = False) -> list[Record]:
-    records = read(out)
+def write_reports(out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None,
+                  due: float | None = None) -> list[Record]:
+    records = read(out, roster, due)
     write_gradebook(records, os.path.join(out, "gradebook.csv"))
     write_answers(records, os.path.join(out, "answers.csv"))
     write_leaderboard(records, out, unit, anonymise)
-    with open(os.path.join(out, "failures.md"), "w", encoding="utf-8") as handle:
+    with _written_file(os.path.join(out, "failures.md")) as handle:
         handle.write(failure_summary(records))
-    with open(os.path.join(out, "grading_time.md"), "w", encoding="utf-8") as handle:
+    with _written_file(os.path.join(out, "grading_time.md")) as handle:
         handle.write(time_summary(records))
     return records
+
+
+def other_units(out: str, unit: str) -> set[str]:
+    """The units other than `unit` that OUT's gradings were for: merging or grading into OUT
+    as `unit` would mix two units' grades."""
+    return {r.unit for r in read(out) if r.unit and r.unit != unit}

@@ -51,6 +51,7 @@ def scripts(job: Job) -> dict[str, str]:
     resources += [f"--mem={shlex.quote(job.memory)}"] if job.memory else []
     command = [job.python, "-m", "autograder", "grade-all", job.submissions, "--unit", job.unit, "--out", job.out,
                "--gpus", "all" if job.gpus_per_task else "none", "--sandbox", job.sandbox, "--no-reports"]
+    command += [] if job.gpus_per_task else ["--cpu-only"]  # tasks without GPUs: a unit's GPU cases not run
     command += ["--jobs", str(job.jobs)] if job.jobs else []
     grade = _header(job, f"grade-{job.unit}", os.path.join(logs, "grade_%A_%a.log"), resources)
     # The slots, MAX_JOBS and OMP_NUM_THREADS follow the task's cores, not the node's (grade-all

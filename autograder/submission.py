@@ -63,7 +63,9 @@ def _cells_to_files(text: str | bytes, unit: Unit) -> tuple[dict[str, str], dict
 
 
 def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
-    files, answers = {}, {}
+    """The unit's files and the answers in a zip. Two members that are one unit file (old/x.cu
+    and new/x.cu) are refused: which the student meant is theirs to say, not the order's."""
+    files, answers, member_of = {}, {}, {}
     try:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
@@ -72,7 +74,11 @@ def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
             budget = MAX_NOTEBOOK_BYTES  # of notebooks read, in all
             for info in members:
                 name = unit_file(info.filename, unit)
+                if name and name in member_of:
+                    raise SubmissionError(f"the zip holds two copies of {name}: {member_of[name]!r} and "
+                                          f"{info.filename!r}; hand in one")
                 if name and info.file_size <= MAX_SOURCE_BYTES:
+                    member_of[name] = info.filename
                     files[name] = archive.read(info).decode("utf-8", errors="replace")
                 elif info.filename.lower().endswith(".ipynb") and info.file_size <= budget:
                     budget -= info.file_size

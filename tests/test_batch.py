@@ -2,18 +2,24 @@
 as a zip, a folder and a notebook, a mutant, and an unreadable zip. Its gradebook shows each
 its expected score, a second run grades nothing again, and two fake GPUs share the work. Then
 the batch's steps and its GPU lock: runs share a GPU, a timing runs alone, and a test process
-loads student code only once it holds the lock."""
+loads student code only once it holds the lock. Then, with gradings faked, a messy class folder
+(a name that is not UTF-8, two hand-ins of one student, a roster, --only, a removed hand-in),
+no GPU without --cpu-only, the progress line, signals passed on to every grading's processes,
+and a submission another live grading holds."""
 import csv
 import fcntl
 import glob
+import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -112,9 +118,11 @@ def test_a_folder_of_hand_ins_is_read_by_name(tmp_path):
     UNIT.write("solution", str(tmp_path / "class" / "bob"))
     _zip(tmp_path / "class" / "bob", tmp_path / "class" / "alice.zip")
     (tmp_path / "class" / "alice.ipynb").write_text("{}")
+    os.utime(tmp_path / "class" / "alice.ipynb", (0, 0))  # older: the zip is graded
     (tmp_path / "class" / "notes.txt").write_text("not a hand-in")
     found = collect.collect(str(tmp_path / "class"), UNIT)
-    assert [(s.id, s.students[0].name) for s in found] == [("alice", "alice"), ("alice_2", "alice"), ("bob", "bob")]
+    assert [(s.id, s.students[0].name) for s in found] == [("alice", "alice"), ("bob", "bob")]
+    assert found[0].path == str(tmp_path / "class" / "alice.zip")
     with pytest.raises(ValueError, match="SUBMISSIONS"):
         collect.collect(str(tmp_path / "absent"), UNIT)
 
@@ -218,7 +226,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
     assert perf <= set(timed) and not perf & set(others) and set(timed) - perf  # needs come along
     calls, commands = [], []
 
-    def fake_run(command, env, log, timeout):
+    def fake_run(command, env, log, timeout, pass_fds=()):
         tests = [command[i + 1] for i, arg in enumerate(command) if arg == "--tests"]
         lock = command[command.index("--gpu-lock") + 1] if "--gpu-lock" in command else None
         calls.append((tests, env["CUDA_VISIBLE_DEVICES"], lock))
@@ -309,7 +317,7 @@ def _fake_gradings(monkeypatch) -> list[str]:
     """Gradings that pass without running anything; the list of the ids graded, in order."""
     graded = []
 
-    def fake_run(command, env, log, timeout):
+    def fake_run(command, env, log, timeout, pass_fds=()):
         out = command[command.index("--out") + 1]
         graded.append(os.path.basename(out))
         with open(os.path.join(out, "results.json"), "w") as handle:
@@ -377,7 +385,7 @@ def test_gradings_find_the_precompiled_header_where_one_is_asked_for(tmp_path, m
     comes first on every grading's CPATH, and its maker is ended with the batch."""
     paths, started, stopped = [], [], []
 
-    def fake_run(command, env, log, timeout):
+    def fake_run(command, env, log, timeout, pass_fds=()):
         paths.append(env.get("CPATH"))
         out = command[command.index("--out") + 1]
         with open(os.path.join(out, "results.json"), "w") as handle:
@@ -467,3 +475,159 @@ def test_a_class_graded_again_starts_with_its_longest_gradings(tmp_path, monkeyp
         path.write_text(json.dumps({**json.loads(path.read_text()), "seconds": seconds}))
     batch.grade_all(submissions, options, [], jobs=1, cpus=2)
     assert graded == ["ann", "ben", "cal"] + ["dee", "ben", "cal", "ann"]
+
+
+def _fake_cpu_gradings(monkeypatch) -> list[str]:
+    """Gradings that pass without running anything, seeing no GPU (--cpu-only): each reports a
+    CPU case passed and a GPU case not run. The ids graded, in order."""
+    graded = []
+
+    def fake_run(command, env, log, timeout, pass_fds=()):
+        assert env["CUDA_VISIBLE_DEVICES"] == "" and pass_fds  # no GPU; its claim held while it runs
+        out = command[command.index("--out") + 1]
+        graded.append(os.path.basename(out))
+        tests = [{"name": "cpu_values", "score": 1.0, "max_score": 1.0, "status": "passed", "output": "",
+                  "tags": ["values", "cpu"]},
+                 {"name": "cuda_values", "score": 0.0, "max_score": 1.0, "status": "failed",
+                  "output": "not run: no GPU on the grading machine", "tags": ["values", "cuda"]}]
+        with open(os.path.join(out, "results.json"), "w") as handle:
+            json.dump({"score": 1.0, "tests": tests, "extra_data": {"unit": UNIT.name}}, handle)
+
+    monkeypatch.setattr(batch, "_run_grading", fake_run)
+    return graded
+
+
+def test_a_messy_class_folder_is_graded_end_to_end(tmp_path, monkeypatch, capsys):
+    """A name that is not UTF-8, one student's zip and notebook, a roster naming one who handed
+    in nothing: grade-all --cpu-only grades each once, and the reports say all of it."""
+    graded = _fake_cpu_gradings(monkeypatch)
+    hand_ins = tmp_path / "class"
+    hand_ins.mkdir()
+    with open(os.path.join(os.fsencode(hand_ins), b"j\xf6rg.ipynb"), "w") as handle:  # Latin-1, as Windows zips
+        handle.write("{}")
+    for name, mtime in (("alice.ipynb", 2000), ("alice.zip", 1000)):
+        (hand_ins / name).write_text("{}")
+        os.utime(hand_ins / name, (mtime, mtime))
+    (tmp_path / "roster.csv").write_text("id,email\nalice,alice@example.edu\nzoe,zoe@example.edu\n")
+    out = tmp_path / "out"
+    args = ["grade-all", str(hand_ins), "--unit", UNIT.name, "--out", str(out), "--gpus", "none", "--cpu-only",
+            "--roster", str(tmp_path / "roster.csv")]
+    assert main(args) == 0
+    assert sorted(graded) == ["alice", "j_rg"]
+    rows = [(r["Name"], r["Email"], r["Total Score"], r["Status"], r["Submission"]) for r in _gradebook(out)]
+    assert rows == [("alice", "alice@example.edu", "1", gradebook.NO_GPU, "alice"),
+                    ("j\ufffdrg", "", "1", gradebook.NO_GPU, "j_rg"), ("zoe", "zoe@example.edu", "", gradebook.MISSING, "")]
+    failures = (out / "failures.md").read_text()
+    assert "- `alice`: 2 hand-ins of alice: graded alice.ipynb" in failures and "zoe@example.edu" in failures
+    err = capsys.readouterr().err
+    assert "grading: alice" in err or "grading: j_rg" in err  # the progress line names who is in flight
+
+    # --only: that one graded again, the others kept, and the reports rewritten with everyone.
+    (out / "gradebook.csv").unlink()
+    assert main(args + ["--only", "j_rg"]) == 0
+    assert sorted(graded) == ["alice", "j_rg", "j_rg"] and len(_gradebook(out)) == 3
+    with pytest.raises(SystemExit):
+        main(args + ["--only", "nobody"])
+    assert "--only nobody: no submission has this id; expected one of alice, j_rg" in capsys.readouterr().err
+
+    # alice's zip is removed: her notebook, unchanged, is not graded again, and the note is gone.
+    (hand_ins / "alice.zip").unlink()
+    assert main(args) == 0
+    assert sorted(graded) == ["alice", "j_rg", "j_rg"]
+    assert "2 hand-ins" not in (out / "failures.md").read_text()
+
+    # Her notebook is removed too, and the roster left out: she drops out of the gradebook.
+    (hand_ins / "alice.ipynb").unlink()
+    assert main(args[:-2]) == 0
+    assert [r["Submission"] for r in _gradebook(out)] == ["j_rg"]
+
+
+def test_grade_all_without_a_gpu_refuses_a_unit_with_gpu_cases(tmp_path, capsys):
+    (tmp_path / "alice.ipynb").write_text("{}")
+    with pytest.raises(SystemExit) as exit_:
+        main(["grade-all", str(tmp_path), "--unit", UNIT.name, "--out", str(tmp_path / "out"), "--gpus", "none"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{UNIT.name} has {len(batch.gpu_cases(UNIT))} GPU cases and no GPU is visible here" in err
+    assert "--cpu-only" in err and not (tmp_path / "out").exists()
+
+
+def test_the_progress_line_names_the_gradings_in_flight():
+    progress = batch.Progress(3, stream=io.StringIO())
+    for who in ("ann", "ben"):
+        progress.started(who)
+    assert progress.line().endswith("| grading: ann, ben") and progress.line().startswith("[0/3]")
+    progress.count("graded", "ann")
+    assert progress.line().endswith("| grading: ben") and "graded 1" in progress.line()
+    assert "ETA" in progress.line()
+
+
+_TOLD_TO_STOP = ("import os, signal, sys, time\n"
+                 "out, name = sys.argv[1], sys.argv[2]\n"
+                 "signal.signal(signal.SIGTERM, lambda *_: (open(os.path.join(out, name), 'w').close(), sys.exit(143)))\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_reaches_every_grading_process_and_leaves_them_to_grade_again(tmp_path, monkeypatch, signum):
+    """Told to stop, the batch passes SIGTERM to the grading in flight and the processes it
+    started (a session of their own, out of a terminal's reach), starts no other grading,
+    records the one it stopped as failed, and puts its handlers back."""
+    code = (f"import subprocess\n{_TOLD_TO_STOP}"
+            f"subprocess.Popen([sys.executable, '-c', {_TOLD_TO_STOP + 'time.sleep(100)'!r}, out, 'child_told'])\n"
+            "time.sleep(1)\n"
+            "open(os.path.join(out, 'started'), 'w').close()\n"
+            "time.sleep(100)\n")
+    monkeypatch.setattr(batch, "_grade_command", lambda submission, options, out, seed, tests: [
+        sys.executable, "-c", code, out, "told"])
+    names = ["ann", "ben"]
+    for name in names:
+        (tmp_path / f"{name}.ipynb").write_text("{}")
+    submissions = [collect.Submission(name, str(tmp_path / f"{name}.ipynb"), ()) for name in names]
+    out = tmp_path / "out"
+
+    def stop_once_started():
+        for _ in range(600):
+            if glob.glob(str(out / "results" / "*" / "started")):
+                os.kill(os.getpid(), signum)
+                return
+            time.sleep(0.05)
+
+    before = signal.getsignal(signum)
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    start = time.monotonic()
+    progress = batch.grade_all(submissions, batch.Options(UNIT, str(out), cpu_only=True), [], jobs=1, cpus=2)
+    assert progress.stopped == signum and time.monotonic() - start < 60
+    assert signal.getsignal(signum) is before
+    stopped, = glob.glob(str(out / "results" / "*" / "told"))  # one started, and it was told
+    for _ in range(200):  # the process it started was told too, at the same time
+        if os.path.exists(Path(stopped).parent / "child_told"):
+            break
+        time.sleep(0.05)
+    assert os.path.exists(Path(stopped).parent / "child_told")
+    state = json.loads((Path(stopped).parent / gradebook.STATE).read_text())
+    assert state["status"] == "failed" and state["error"].startswith(f"stopped by {signum.name}")
+    assert len(os.listdir(out / "results")) == 1  # the other never started
+
+
+def test_a_submission_another_live_grading_holds_is_left_alone(tmp_path, monkeypatch):
+    """Its claim is held by a grading process (an inherited lock) even after the batch that
+    started it let go: a second batch grades the others, and leaves its folder as it is."""
+    graded = _fake_cpu_gradings(monkeypatch)
+    out = tmp_path / "out"
+    claim = batch.Claim(str(out), "ann")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(100)"], pass_fds=(claim.fd,))
+    try:
+        claim.release()  # the batch is gone; its grading process still holds the lock
+        (out / "results" / "ann").mkdir(parents=True)
+        (out / "results" / "ann" / "grade.log").write_text("still grading")
+        for name in ("ann", "ben"):
+            (tmp_path / f"{name}.ipynb").write_text("{}")
+        submissions = [collect.Submission(n, str(tmp_path / f"{n}.ipynb"), ()) for n in ("ann", "ben")]
+        progress = batch.grade_all(submissions, batch.Options(UNIT, str(out), cpu_only=True), [], jobs=1, cpus=2)
+        assert (progress.graded, progress.busy) == (1, 1) and graded == ["ben"]
+        assert os.listdir(out / "results" / "ann") == ["grade.log"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert batch.grade_all(submissions, batch.Options(UNIT, str(out), cpu_only=True), [], jobs=1, cpus=2).graded == 1
+    assert graded == ["ben", "ann"]

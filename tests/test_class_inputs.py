@@ -1,7 +1,11 @@
 """What collect makes of a class's hand-ins when they are not as expected: a broken or odd
 submission_metadata.yml is a clear error naming the file, keys that collide or point outside
-the export, upper-case suffixes, entries that are not hand-ins, names with no ASCII letters,
-and submitters without an email."""
+the export, upper-case suffixes, entries that are not hand-ins, names with no ASCII letters or
+that are not UTF-8, submitters without an email, two hand-ins of one student, and a zip holding
+two copies of one source."""
+import os
+import zipfile
+
 import pytest
 
 from autograder import collect
@@ -136,3 +140,71 @@ def test_a_name_utf8_cannot_write_is_cleaned_so_the_gradebook_can_be(tmp_path):
                                               '    :email: ada@example.edu\n'), UNIT)
     name = found[0].students[0].name
     assert name.startswith("Ada") and name.encode("utf-8")
+
+
+def test_a_file_name_that_is_not_utf8_is_collected_printable_and_hashed(tmp_path, capsys):
+    """A name made on another system (bytes that are not UTF-8) is graded from its own path; the
+    student's name shows U+FFFD for those bytes, so it prints and goes into the gradebook."""
+    from autograder.batch import content_hash
+
+    folder = os.fsencode(tmp_path)
+    with open(os.path.join(folder, b"al\xffice.ipynb"), "w") as handle:
+        handle.write("{}")
+    os.makedirs(os.path.join(folder, b"bob"))
+    with open(os.path.join(folder, b"bob", b"not\xfeutf8.cu"), "w") as handle:
+        handle.write("// a file of bob's")
+    with open(os.path.join(folder, b"notes\xff.txt"), "w"):  # not a hand-in: warned about, printably
+        pass
+    found = collect.collect(str(tmp_path), UNIT)
+    assert [(s.id, s.students[0].name) for s in found] == [("al_ice", "al\ufffdice"), ("bob", "bob")]
+    assert os.path.exists(found[0].path) and found[0].path.encode("utf-8", "surrogateescape")
+    assert all(s.students[0].name.encode("utf-8") for s in found)
+    assert content_hash(found[1].path) != content_hash(found[0].path)  # a folder holding such a name
+    assert "notes\ufffd.txt: skipped" in capsys.readouterr().err
+
+
+def _handed_in(path, mtime: float, text: str = "{}"):
+    path.write_text(text)
+    os.utime(path, (mtime, mtime))
+
+
+def test_two_hand_ins_of_one_student_grade_the_newest_and_warn(tmp_path, capsys):
+    """alice.zip and Alice.ipynb are one student's: the newer is graded, and the note names both."""
+    _handed_in(tmp_path / "alice.zip", 1000)
+    _handed_in(tmp_path / "Alice.ipynb", 2000)
+    _handed_in(tmp_path / "bob.ipynb", 1000)
+    found = collect.collect(str(tmp_path), UNIT)
+    assert [(s.id, os.path.basename(s.path)) for s in found] == [("Alice", "Alice.ipynb"), ("bob", "bob.ipynb")]
+    assert "graded Alice.ipynb" in found[0].notes[0] and "not graded: alice.zip" in found[0].notes[0]
+    assert found[1].notes == ()
+    assert "2 hand-ins of Alice" in capsys.readouterr().err
+
+
+def test_two_hand_ins_as_new_grade_the_zip(tmp_path):
+    for name in ("carol.ipynb", "carol.zip"):
+        _handed_in(tmp_path / name, 1000)
+    found = collect.collect(str(tmp_path), UNIT)
+    assert [(s.id, os.path.basename(s.path)) for s in found] == [("carol", "carol.zip")]
+    assert "not graded: carol.ipynb" in found[0].notes[0]
+
+
+def test_a_zip_with_two_copies_of_one_source_is_refused_naming_both(tmp_path):
+    from autograder.submission import SubmissionError, read_submission
+
+    source = next(name for name in UNIT.files if name not in UNIT.common)
+    with zipfile.ZipFile(tmp_path / "handin.zip", "w") as archive:
+        archive.writestr(f"old/{source}", "// the first try")
+        archive.writestr(f"new/{source}", "// the second")
+    with pytest.raises(SubmissionError, match=f"two copies of {source}: 'old/{source}' and 'new/{source}'"):
+        read_submission(str(tmp_path / "handin.zip"), UNIT)
+
+
+def test_when_each_was_handed_in_is_read(tmp_path):
+    """Gradescope's created_at (YAML reads it as a time), else the hand-in's modification time."""
+    export = _export(tmp_path / "export", f"submission_1:\n{ADA}  :created_at: 2031-01-01 12:00:00.000000000 -05:00\n"
+                                          f"submission_2:\n{ADA}", ("submission_1", "submission_2"))
+    found = collect.collect(export, UNIT)
+    assert [s.handed_in for s in found] == [1925053200.0, None]
+    (tmp_path / "class").mkdir()
+    _handed_in(tmp_path / "class" / "bob.zip", 1234.0)
+    assert collect.collect(str(tmp_path / "class"), UNIT)[0].handed_in == 1234.0

@@ -68,4 +68,6 @@ def test_the_array_asks_for_what_it_was_told(tmp_path):
     for line in ("#SBATCH --array=0-6", "#SBATCH --gpus-per-task=2", "#SBATCH --mem=64G", "#SBATCH --partition=gpu"):
         assert line in grade.splitlines()
     assert '--shard "$SLURM_ARRAY_TASK_ID/7"' in grade and "--gpus all" in grade
+    cpu_only = slurm.scripts(slurm.Job("/class", UNIT.name, "/out", shards=7, gpus_per_task=0))["grade.sbatch"]
+    assert "--cpu-only" not in grade and "--gpus none --sandbox auto --no-reports --cpu-only" in cpu_only
     assert "afterany" in slurm.scripts(job)["submit.sh"]
