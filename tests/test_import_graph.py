@@ -85,6 +85,20 @@ def edges(root: str) -> dict[str, set[str]]:
     return graph
 
 
+def private_imports(root: str) -> list[str]:
+    """`from X import _y` where X is a module of the packages: a private name used outside its
+    module is part of an interface that does not say so."""
+    found = []
+    for module, path in modules(root).items():
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES):
+                found += [f"{module}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                          for alias in node.names if alias.name.startswith("_")]
+    return sorted(found)
+
+
 def forbidden(graph: dict[str, set[str]]) -> list[str]:
     return sorted(f"{source} -> {target} ({layer(source)} may import only {', '.join(sorted(ALLOWED[layer(source)]))})"
                   for source, targets in graph.items() for target in targets
@@ -151,6 +165,11 @@ def test_no_circle_of_imports():
     assert not found, "circles of imports:\n" + "\n".join(" -> ".join(circle) for circle in found)
 
 
+def test_no_private_name_is_imported():
+    found = private_imports(REPO)
+    assert not found, "private names imported from another module (make them public):\n" + "\n".join(found)
+
+
 def _write(root, files: dict[str, str]) -> None:
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +181,7 @@ def test_the_checks_find_a_circle_and_a_crossing_inside_functions(tmp_path):
         "course/__init__.py": "",
         "course/harness.py": "def f():\n    from course.spec import units\n",
         "course/spec/__init__.py": "",
-        "course/spec/units.py": "from .. import harness\n",
+        "course/spec/units.py": "from .. import harness\nfrom ..harness import _time\n",
         "autograder/__init__.py": "",
         "autograder/grade.py": "import os\nfrom course.authoring.generate import main\n",
         "course/authoring/__init__.py": "",
@@ -175,3 +194,4 @@ def test_the_checks_find_a_circle_and_a_crossing_inside_functions(tmp_path):
         "course.harness -> course.spec.units"]
     assert sorted(cycles(graph)) == [["autograder.grade", "course.authoring.generate", "autograder.grade"],
                                      ["course.harness", "course.spec.units", "course.harness"]]
+    assert private_imports(str(tmp_path)) == ["course.spec.units: from ..harness import _time"]
