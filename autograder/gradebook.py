@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from autograder.untrusted_files import finite_number
-from course.authoring.questions import WRITTEN
+from course.spec.questions import WRITTEN
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
 STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended
