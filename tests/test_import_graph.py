@@ -50,37 +50,35 @@ def modules(root: str) -> dict[str, str]:
     return found
 
 
-def _imported(node, module: str, is_package: bool) -> list[str]:
-    """The dotted names an import statement reaches: for `from X import y`, X.y where that is a
-    module, else X."""
+def _trees(root: str):
+    """(module, its parsed source, whether it is a package's __init__) of every module."""
+    for module, path in modules(root).items():
+        with open(path, encoding="utf-8") as handle:
+            yield module, ast.parse(handle.read(), path), path.endswith("__init__.py")
+
+
+def _targets(node, importer: str, is_package: bool, known) -> set[str]:
+    """The modules of the packages an import statement loads: for `import X`, X; for
+    `from X import y`, the module X.y where there is one, else X (y is a name defined there)."""
     if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
+        return {alias.name for alias in node.names} & known
     base = node.module or ""
-    if node.level:
-        anchor = module.split(".")
+    if node.level:  # relative to the importer's package
+        anchor = importer.split(".")
         anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
         base = ".".join(anchor + ([base] if base else []))
-    return [base] + [f"{base}.{alias.name}" for alias in node.names]
-
-
-def _targets(names: list[str], node, known) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [name for name in names if name in known]
-    submodules = [name for name in names[1:] if name in known]  # from X import y, y a module
-    return submodules or [name for name in names[:1] if name in known]
+    return {f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names} & known
 
 
 def edges(root: str) -> dict[str, set[str]]:
     """{module: the modules of the packages it imports}, from every import statement in it."""
-    known = modules(root)
+    known = set(modules(root))
     graph = {}
-    for module, path in known.items():
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), path)
+    for module, tree, is_package in _trees(root):
         targets = set()
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                targets.update(_targets(_imported(node, module, path.endswith("__init__.py")), node, known))
+                targets |= _targets(node, module, is_package, known)
         graph[module] = targets - {module}
     return graph
 
@@ -89,9 +87,7 @@ def private_imports(root: str) -> list[str]:
     """`from X import _y` where X is a module of the packages: a private name used outside its
     module is part of an interface that does not say so."""
     found = []
-    for module, path in modules(root).items():
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), path)
+    for module, tree, _ in _trees(root):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES):
                 found += [f"{module}: from {'.' * node.level}{node.module or ''} import {alias.name}"
@@ -184,11 +180,13 @@ def test_the_checks_find_a_circle_and_a_crossing_inside_functions(tmp_path):
         "course/spec/units.py": "from .. import harness\nfrom ..harness import _time\n",
         "autograder/__init__.py": "",
         "autograder/grade.py": "import os\nfrom course.authoring.generate import main\n",
+        "autograder/report.py": "from autograder import grade, LIMIT\n",
         "course/authoring/__init__.py": "",
         "course/authoring/generate.py": "def main():\n    from autograder import grade\n",
     })
     graph = edges(str(tmp_path))
     assert graph["course.spec.units"] == {"course.harness"}
+    assert graph["autograder.report"] == {"autograder", "autograder.grade"}
     assert [line.split(" (")[0] for line in forbidden(graph)] == [
         "autograder.grade -> course.authoring.generate", "course.authoring.generate -> autograder.grade",
         "course.harness -> course.spec.units"]
