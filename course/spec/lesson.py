@@ -42,8 +42,8 @@ def parts(lines: Iterable[str]) -> Iterator[Part]:
                 code.append(line)
         elif FENCE.match(line):
             code = []
-        elif DIRECTIVE.match(line):
-            name, argument = DIRECTIVE.match(line).groups()
+        elif directive := DIRECTIVE.match(line):
+            name, argument = directive.groups()
             yield Part("directive", argument, name)
         else:
             yield Part("prose", line)
