@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from course.spec.units import Unit
 
