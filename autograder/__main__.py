@@ -1,6 +1,6 @@
 """python -m autograder grade SUBMISSION --unit UNIT [--out DIR] [--seed N] [--sandbox MODE] [--tests PATTERN ...]
 python -m autograder reference [--unit UNIT ...] [--out DIR] [--sandbox MODE] [--tests PATTERN ...]
-python -m autograder {release,gradescope,grade-all,slurm,merge} ...  (running a class: README, Instructors)
+python -m autograder {gradescope,grade-all,slurm,merge} ...  (running a class: README, Instructors)
 
 `grade` grades a notebook, folder or zip; `reference` grades the course's own
 reference solutions (every unit unless named) and prints their reports.
@@ -18,7 +18,7 @@ import tempfile
 from autograder import class_cli, report
 from autograder.grade import TIME_LIMIT, grade
 from autograder.sandbox import MODES, SandboxError
-from course.authoring import units
+from course.spec import units
 
 
 def _grade_and_report(submission: str, unit, out: str, **options) -> bool:

@@ -52,9 +52,9 @@ from autograder.reference import reference
 from autograder.sandbox import CPUS
 from autograder.untrusted_files import finite_number, is_regular_file, open_regular
 from autograder.version import grader_version
-from autograder.written_whole import written_whole
-from course.authoring.units import Unit
 from course.cases import needed
+from course.spec.units import Unit
+from course.written_whole import written_whole
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
 GRACE_S = 300                # past the grading's own time limit, before its process is killed

@@ -20,7 +20,7 @@ import traceback
 import autograder.timed_kernels
 from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data
 from autograder.timed_kernels import profiled_case, profiled_run
-from autograder.written_whole import written_whole
+from course.written_whole import written_whole
 
 
 def _save(result: dict, path: str) -> None:

@@ -1,4 +1,5 @@
-"""The command line of running a class: release, gradescope, grade-all, slurm, merge.
+"""The command line of running a class: gradescope, grade-all, slurm, merge (the student
+bundle is the authoring tools': python -m course.authoring.release).
 
 Each command is a subparser whose `run` takes the parsed arguments and returns the exit
 status; autograder/__main__.py registers them beside `grade` and `reference`."""
@@ -21,20 +22,9 @@ def check_time_limit(parser, seconds: float) -> None:
         parser.error(f"--time-limit {seconds}: expected a number of seconds above 0")
 
 
-def _release(args) -> int:
-    from autograder import release
-
-    try:
-        archive = release.write(release.selected_units(args.unit, args.all), args.out, args.repository, args.branch)
-    except ValueError as error:
-        args.parser.error(str(error))
-    print(f"wrote {args.out}/ and {archive}")
-    return 0
-
-
 def _gradescope(args) -> int:
     from autograder import gradescope
-    from course.authoring import units
+    from course.spec import units
 
     if not args.out.endswith(".zip"):
         args.parser.error(f"OUT {args.out!r}: expected a path ending in .zip")
@@ -108,7 +98,7 @@ def _selected(args, submissions: list) -> list:
 
 def _grade_all(args) -> int:
     from autograder import batch, collect, gradebook
-    from course.authoring import units
+    from course.spec import units
 
     check_out_folder(args.parser, "--out", args.out)
     check_out_folder(args.parser, "--work", args.work)
@@ -158,7 +148,7 @@ def _slurm(args) -> int:
     import subprocess
 
     from autograder import collect, gradebook, slurm
-    from course.authoring import units
+    from course.spec import units
 
     check_out_folder(args.parser, "--out", args.out)
     try:
@@ -185,7 +175,7 @@ def _slurm(args) -> int:
 
 
 def _unit_names() -> list[str]:
-    from course.authoring import units
+    from course.spec import units
 
     return [unit.name for unit in units.all_units()]
 
@@ -220,18 +210,6 @@ def _add_grade_all(commands: argparse._SubParsersAction) -> None:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    from autograder.release import DEFAULT_REPOSITORY
-
-    release = commands.add_parser("release", help="write the student bundle (folder and zip)")
-    release.add_argument("out", help="folder to write (replaced); OUT.zip is written beside it")
-    release.add_argument("--unit", action="append", help="unit to release (repeatable)")
-    release.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
-                         "solved files each hands the next: do it once every unit is past its deadline)")
-    release.add_argument("--repository", default=DEFAULT_REPOSITORY,
-                         help="OWNER/NAME on GitHub that the Colab badges open the notebooks from")
-    release.add_argument("--branch", default="main", help="branch the Colab badges open")
-    release.set_defaults(run=_release, parser=release)
-
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip (immediate CPU feedback)")
     gradescope.add_argument("unit", choices=_unit_names())
     gradescope.add_argument("out", help="the zip to write (OUT.zip)")

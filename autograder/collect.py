@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from autograder.submission import unit_file
 from autograder.untrusted_files import clean_text
-from course.authoring.units import Unit
+from course.spec.units import Unit
 
 METADATA = "submission_metadata.yml"
 _SUBMISSION_SUFFIXES = (".zip", ".ipynb")

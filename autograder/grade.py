@@ -38,13 +38,13 @@ from autograder.timed_kernels import own_code_at_timed_size
 from autograder.stored_build import StoredBuild, store
 from autograder.submission import SubmissionError, materialize
 from autograder.untrusted_files import is_regular_file
-from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
-from course.authoring.units import Unit
 from course.build import BuildError, Built, build_args, libstdcxx_problem, read_built
 from course.cases import Case, check_needs, make_input_sets, needed
 from course.judge import Verdict, judge, needs_not_met
 from course.kernel_names import defined_kernels, submission_files
 from course.sanitize import SANITIZER
+from course.spec.questions import MAX_ANSWER_CHARS, WRITTEN, answer_text, questions
+from course.spec.units import Unit
 
 BUILD_TIMEOUT = 600
 OWN_TESTS_TIMEOUT = 300

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from autograder import roster as rosters
 from autograder.untrusted_files import clean_strings, finite_number
-from autograder.written_whole import written_whole
-from course.authoring.questions import WRITTEN
+from course.spec.questions import WRITTEN
+from course.written_whole import written_whole
 
 RESULTS = "results"          # OUT/results/<id>/: one folder per submission
 STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended

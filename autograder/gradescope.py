@@ -25,13 +25,13 @@ import zipfile
 
 from autograder import report
 from autograder.collect import entry_point
-from autograder.written_whole import written_whole
-from course.authoring import units
-from course.authoring.units import REPO, Unit
+from autograder.version import source_folders
+from course.spec import units
+from course.spec.units import REPO, Unit
+from course.written_whole import written_whole
 
 NOTE = ("Immediate feedback from a machine without a GPU: the build, the CPU-path cases and the "
         "public cases. The CUDA cases run later on the course's GPUs; that grade replaces this score.")
-_PACKAGES = ("course", "autograder")
 # Bytecode, the attacks on the grader (tests only), and what grading never reads: the answer
 # key, the mutants and the lab's planted bugs stay off the machine students' code runs on.
 _SKIP = ("__pycache__", "hostile", "answers.md", "mutants.toml", "planted_bugs.toml")
@@ -70,12 +70,6 @@ export CUDA_HOME="${{CUDA_HOME:-/usr/local/cuda}}" TORCH_CUDA_ARCH_LIST="${{TORC
 cd "$ROOT/source" && exec "$PYTHON" -m autograder.gradescope --unit {unit} \\
   --submission "$ROOT/submission" --results "$ROOT/results"
 """
-
-
-def source_folders(unit: Unit) -> list[str]:
-    """Folders under the repository the grader needs for `unit`, relative to it."""
-    given_from = sorted({origin for _, origin in unit.given})
-    return [*_PACKAGES, "solutions/common", *(f"solutions/{name}" for name in [unit.name, *given_from])]
 
 
 def write_zip(unit: Unit, out: str) -> str:

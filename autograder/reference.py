@@ -21,8 +21,8 @@ import torch
 
 from autograder.stored_build import StoredBuild, store
 from autograder.version import grader_version
-from course.authoring.units import Unit
 from course.build import build_in_subprocess
+from course.spec.units import Unit
 
 CACHE_ENV = "GRADER_REFERENCE_CACHE"
 BUILD_TIMEOUT = 900

@@ -12,9 +12,8 @@ import json
 import os
 import sys
 
-from autograder import mutants
 from autograder.sanitized import lost_with
-from course.authoring import units
+from course.spec import mutants, units
 
 
 def write(unit, folder: str, copies: int) -> int:

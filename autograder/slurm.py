@@ -15,8 +15,8 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
-from autograder.written_whole import written_whole
-from course.authoring.units import REPO
+from course.spec.units import REPO
+from course.written_whole import written_whole
 
 
 @dataclass

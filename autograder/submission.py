@@ -11,7 +11,7 @@ import nbformat
 
 from autograder.untrusted_files import open_regular
 from course.notebook import SOURCE_MAGIC
-from course.authoring.units import Unit
+from course.spec.units import Unit
 
 _WRITE_MAGICS = (SOURCE_MAGIC, "%%writefile")
 MAX_SOURCE_BYTES = 1 << 20  # a source file larger than this is not a source file

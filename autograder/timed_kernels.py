@@ -17,7 +17,7 @@ import dataclasses
 from autograder.result_schema import profiled_run_problem
 from course import kernel_names
 from course.cases import OWN_KERNEL, Case
-from course.harness import _collected, _for_judge, _profile, _synchronize, _to_device, as_timed
+from course.harness import as_timed, collected, for_judge, profile, synchronize, to_device
 from course.judge import Verdict, judge
 from course.ops import call
 
@@ -44,12 +44,12 @@ def profiled_run(spec, ext, case: Case, inputs: dict) -> dict:
     own-kernel check ("outputs", "output_devices", "ops", "kernels"), of two calls on one input
     set: one with new memory filled with NaN (an element never written shows), then the profiled
     one, made as the timer makes its calls; and "busy_ms": the GPU's busy time in that call."""
-    buffers = _to_device(spec, case, inputs)
+    buffers = to_device(spec, case, inputs)
     got = call(spec, ext, buffers)  # kept: the profiled call's outputs cannot reuse its memory
-    _synchronize(case.device)
+    synchronize(case.device)
     with as_timed():  # NaN filling would add a write of every output to the busy time
-        profiled = _profile(spec, ext, buffers, case.device)
-    result = _collected([_for_judge(got), _for_judge(profiled.outputs)])
+        profiled = profile(spec, ext, buffers, case.device)
+    result = collected([for_judge(got), for_judge(profiled.outputs)])
     result.update(ops=profiled.ops, kernels=profiled.kernels, busy_ms=profiled.busy_ms)
     return result
 

@@ -4,8 +4,16 @@ from __future__ import annotations
 import hashlib
 import os
 
-from autograder.gradescope import source_folders
-from course.authoring.units import Unit
+from course.spec.units import Unit
+
+_PACKAGES = ("course", "autograder")
+
+
+def source_folders(unit: Unit) -> list[str]:
+    """Folders under the repository the grader needs for `unit`, relative to it: what decides
+    its grades, and what a Gradescope autograder ships (autograder/gradescope.py)."""
+    given_from = sorted({origin for _, origin in unit.given})
+    return [*_PACKAGES, "solutions/common", *(f"solutions/{name}" for name in [unit.name, *given_from])]
 
 
 def grader_version(unit: Unit) -> str:

@@ -24,10 +24,10 @@ import torch  # noqa: E402
 
 from autograder.grade import _input_sets  # noqa: E402
 from course import judge  # noqa: E402
-from course.authoring.units import all_units  # noqa: E402
 from course.cases import generator_for, make_input_sets  # noqa: E402
 from course.judge import _values_problems  # noqa: E402
 from course.ops import op_for  # noqa: E402
+from course.spec.units import all_units  # noqa: E402
 
 
 def _seconds(work):

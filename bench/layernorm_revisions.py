@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course.authoring import units  # noqa: E402
+from course.spec import units  # noqa: E402
 
 UNIT = "day05_layernorm_performance"
 EPS = 1e-5

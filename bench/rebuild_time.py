@@ -11,8 +11,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course.authoring import units  # noqa: E402
 from course.loading import build_and_load  # noqa: E402
+from course.spec import units  # noqa: E402
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 import os
 import tempfile
 
-from course.authoring import units
 from course.loading import build_and_load
+from course.spec import units
 
 
 def build_reference(unit_name: str):

@@ -47,7 +47,7 @@ def nan_filled(run):
     return wrapped
 
 
-def _to_device(spec, case: Case, inputs: dict) -> dict:
+def to_device(spec, case: Case, inputs: dict) -> dict:
     moved = {k: v.to(case.device, copy=True) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     # Layouts and devices that a copy would not keep (strided views, a tensor left on
     # the CPU) are made here, on the device, by the spec.
@@ -58,18 +58,18 @@ def _as_tuple(outputs) -> tuple:
     return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
 
 
-def _for_judge(outputs) -> tuple[tuple, tuple[str, ...]]:
+def for_judge(outputs) -> tuple[tuple, tuple[str, ...]]:
     """The outputs copied to the CPU for the judge, and the devices the op returned them on."""
     outputs = _as_tuple(outputs)
     return tuple(t.detach().to("cpu", copy=True) for t in outputs), tuple(str(t.device) for t in outputs)
 
 
-def _collected(pairs: list[tuple]) -> dict:
-    """_for_judge's pairs, one per input set, as the result's "outputs" and "output_devices"."""
+def collected(pairs: list[tuple]) -> dict:
+    """for_judge's pairs, one per input set, as the result's "outputs" and "output_devices"."""
     return {"outputs": [p[0] for p in pairs], "output_devices": [p[1] for p in pairs]}
 
 
-def _synchronize(device: str) -> None:
+def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
@@ -79,7 +79,7 @@ def _poison_allocator(metas: list, device: str) -> None:
     torch::empty outputs then start as NaN, so an element it never writes shows."""
     blocks = [torch.full(shape, float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
               for shape, dtype in metas]
-    _synchronize(device)
+    synchronize(device)
     del blocks
 
 
@@ -100,7 +100,7 @@ def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
         for k, v in pinned.items():
             if isinstance(v, torch.Tensor):
                 buffers[k].copy_(v, non_blocking=True)
-        outputs = _for_judge(call(spec, ext, buffers))
+        outputs = for_judge(call(spec, ext, buffers))
     stream.synchronize()
     return outputs
 
@@ -117,16 +117,16 @@ class Profiled(NamedTuple):
     outputs: object  # what the call returned
 
 
-def _profile(spec, ext, inputs: dict, device: str) -> Profiled:
+def profile(spec, ext, inputs: dict, device: str) -> Profiled:
     """One call under the profiler. Its outputs are the ones to judge: an op that computes
     one way while profiled and another while not is then judged on the way it was seen."""
     # torch.autograd's profiler, not torch.profiler's wrapper of it: the wrapper's first start
     # imports torch._inductor (seconds), which a child would spend inside the case's time.
-    _synchronize(device)  # nothing queued before the call runs inside the profile
+    synchronize(device)  # nothing queued before the call runs inside the profile
     gpu = "cuda" if device.startswith("cuda") else None
     with torch.autograd.profiler.profile(use_device=gpu, use_kineto=True) as prof:
         outputs = call(spec, ext, inputs)
-        _synchronize(device)
+        synchronize(device)
     events = list(prof.function_events)
     ops = sorted({event.name for event in events if not _on_gpu(event)})
     kernels = sorted({event.name for event in events if _on_gpu(event)})
@@ -206,7 +206,7 @@ def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict
     solution when one is given. torch's op runs first in every run, so the reference and the
     student's op are timed after the same work (what it leaves warm: the CPU's clocks, the
     allocator's blocks), each in a process of its own."""
-    arg_sets = [(_to_device(spec, case, inputs),) for inputs in input_sets]
+    arg_sets = [(to_device(spec, case, inputs),) for inputs in input_sets]
     torchs = _timing_entry(_timing(spec.baseline, arg_sets, case.device))
     if ext is None:
         result = {"timing": torchs}
@@ -218,7 +218,7 @@ def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict
     # What the last timed call on each set returned, for the judge: an answer kept from an
     # earlier call (by the inputs' shape, say) is wrong on the other sets. torch's time from
     # this process serves the notebook; the grader takes it from the run without student code.
-    return {"timing": _timing_entry(timing), "torch_timing": torchs, **_collected([_for_judge(o) for o in timing.last_outputs])}
+    return {"timing": _timing_entry(timing), "torch_timing": torchs, **collected([for_judge(o) for o in timing.last_outputs])}
 
 
 def _refill(buffers: dict, inputs: dict) -> None:
@@ -242,17 +242,17 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
         return _time(spec, ext, case, input_sets, reference)
     if case.kind == "error":
         try:
-            call(spec, ext, _to_device(spec, case, input_sets[0]))
-            _synchronize(device)
+            call(spec, ext, to_device(spec, case, input_sets[0]))
+            synchronize(device)
             result["error"] = None
         except Exception as error:  # noqa: BLE001 - any exception is data for the judge
             result["error"] = (type(error).__name__, str(error))
         return result
 
     if SIDE_STREAM in case.checks:
-        return _collected([_call_on_side_stream(spec, ext, s, device) for s in input_sets])
+        return collected([_call_on_side_stream(spec, ext, s, device) for s in input_sets])
 
-    buffers = _to_device(spec, case, input_sets[0])
+    buffers = to_device(spec, case, input_sets[0])
     pairs = []
     for index, inputs in enumerate(input_sets):
         if index:  # same buffers, new values: results cached by pointer or shape show
@@ -261,7 +261,7 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
         if profiled_here:
             with _OpsSeen() as seen:
                 call(spec, ext, buffers)
-                _synchronize(device)
+                synchronize(device)
             _refill(buffers, inputs)  # the judged call sees the set's values, whatever this one did
         if POISON in case.checks:
             first = _as_tuple(call(spec, ext, buffers))
@@ -269,14 +269,14 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
             del first  # its blocks go back to the allocator, to be poisoned and handed out again
             _poison_allocator(metas, device)
         if profiled_here:
-            profiled = _profile(spec, ext, buffers, device)  # the last set's judged call
+            profiled = profile(spec, ext, buffers, device)  # the last set's judged call
             result["ops"] = sorted(set(profiled.ops) | seen.names)
             result["kernels"], got = profiled.kernels, _as_tuple(profiled.outputs)
         else:
             got = _as_tuple(call(spec, ext, buffers))
-            _synchronize(device)
-        pairs.append(_for_judge(got))
-    result.update(_collected(pairs))
+            synchronize(device)
+        pairs.append(for_judge(got))
+    result.update(collected(pairs))
     if INPUTS_UNCHANGED in case.checks:
         result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}
     return result

@@ -143,7 +143,7 @@ case "$stage" in
     # the student notebook stops at the public tests with its TODO messages.
     [ $# -gt 0 ] || { echo "notebook: name one or more units, e.g. day05_layernorm_performance" >&2; exit 2; }
     release="$(mktemp -d)/students"
-    python3 -m autograder release "$release" $(for u in "$@"; do echo --unit "$u"; done) >/dev/null || exit 1
+    python3 -m course.authoring.release "$release" $(for u in "$@"; do echo --unit "$u"; done) >/dev/null || exit 1
     export COURSE_RELEASE="$release/runtime"
     status=0
     for unit in "$@"; do

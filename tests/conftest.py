@@ -58,7 +58,7 @@ def device_marks(device: str) -> list:
 
 def pytest_configure(config):
     # A marker per unit (day01, day02, ...), from the unit folders: `-m day03` runs one unit.
-    from course.authoring import units
+    from course.spec import units
 
     for unit in units.all_units():
         config.addinivalue_line("markers", f"{unit.day}: the {unit.name} unit")

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
-from course.authoring import units
+from course.spec import units
 
 sys.path.insert(0, sys.argv[1])
 import rmsnorm_triton as kernels  # noqa: E402

@@ -6,8 +6,8 @@ import re
 import subprocess
 import sys
 
-from course.authoring import units
 from course.loading import build_and_load
+from course.spec import units
 
 _built = {}
 

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from course.authoring import units
-from course.authoring.questions import questions
+from course.spec import units
+from course.spec.questions import questions
 
 KEYED = [u for u in units.all_units() if os.path.exists(os.path.join(u.folder, "answers.md"))]
 

@@ -7,13 +7,13 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import mutants, report
+from autograder import report
 from autograder.grade import grade
 from conftest import GPUS, absent
 from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only
-from course.authoring import units
 from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
+from course.spec import mutants, units
 
 pytestmark = pytest.mark.autograder
 UNITS = [u for u in units.all_units() if u.has_tests()]

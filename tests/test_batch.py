@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, collect, gradebook, mutants
+from autograder import batch, collect, gradebook
 from autograder.__main__ import main
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
 from autograder.grade import GPU_PROBE_ENV, child_env
 from autograder.runner import GroupRunner
 from autograder.sandbox import Sandbox
-from course.authoring import units
-from course.authoring.units import REPO
 from course.cases import make_input_sets
+from course.spec import mutants, units
+from course.spec.units import REPO
 
 UNIT = units.load("day01_relu_bias")
 MUTANT = mutants.load(UNIT)["gradient_not_masked"]  # a .py edit: no compile beyond the reference's

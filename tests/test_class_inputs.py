@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from autograder import collect
-from course.authoring import units
+from course.spec import units
 
 UNIT = units.load("day01_relu_bias")
 ADA = "  :submitters:\n  - :name: Ada Lovelace\n    :email: ada@example.edu\n    :sid: '1001'\n"

@@ -2,7 +2,7 @@
 one students run them on, and the GPU runs of the suite compile them for their own architecture."""
 import pytest
 
-from course.authoring import units
+from course.spec import units
 from helpers import triton_compile
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from course.authoring import units
+from course.spec import units
 from helpers import triton_compile
 
 HERE = os.path.dirname(os.path.abspath(__file__))

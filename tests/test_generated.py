@@ -5,8 +5,9 @@ import re
 import nbformat
 import pytest
 
-from course.authoring import generate, regions, units
+from course.authoring import generate
 from course.authoring.generate import SOURCE_MAGIC, generated_files, notebook_paths
+from course.spec import regions, units
 
 UNITS = [u.name for u in units.all_units()]
 

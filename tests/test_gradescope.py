@@ -10,7 +10,7 @@ import pytest
 
 from autograder import gradescope
 from autograder.__main__ import main
-from course.authoring import units
+from course.spec import units
 
 pytestmark = pytest.mark.autograder
 UNIT = units.load("day01_relu_bias")

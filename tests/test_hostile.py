@@ -16,10 +16,10 @@ import tomllib
 
 import pytest
 
-from autograder import mutants, report
+from autograder import report
 from autograder.grade import grade
 from autograder.sandbox import Sandbox
-from course.authoring import units
+from course.spec import mutants, units
 from helpers import built_unit
 
 pytestmark = pytest.mark.autograder

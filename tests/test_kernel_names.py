@@ -6,9 +6,9 @@ import os
 import pytest
 
 from course import kernel_names
-from course.authoring import units
 from course.cases import make_input_sets
 from course.judge import judge
+from course.spec import units
 from helpers import built_unit
 
 UNIT = units.load("day01_relu_bias")

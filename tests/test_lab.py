@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from course import lab
-from course.authoring import units
+from course.spec import units
 
 UNIT = units.load("day04_layernorm_edge_cases")
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from bench import layernorm_revisions as revisions
-from course.authoring import units
+from course.spec import units
 
 pytestmark = pytest.mark.day05
 

@@ -5,9 +5,9 @@ import shutil
 import pytest
 import torch
 
-from course.authoring import units
 from course.authoring.run_notebook import outputs_text, run
 from course.sanitize import find_sanitizer
+from course.spec import units
 from helpers import skip_without_gpu_if_gpu_only
 
 pytestmark = pytest.mark.notebook

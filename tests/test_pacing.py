@@ -1,10 +1,10 @@
 """The pacing guide counts what each lesson section asks of a student."""
 import pytest
 
-from course.authoring import units
 from course.authoring.pacing import minutes, pacing_text, sections
-from course.authoring.questions import questions
-from course.authoring.regions import solution_lines
+from course.spec import units
+from course.spec.questions import questions
+from course.spec.regions import solution_lines
 
 TOY = """int f() {
   // BEGIN SOLUTION

@@ -16,10 +16,10 @@ from autograder.runner import load_result
 from autograder.submission import (MAX_FOLDER_DEPTH, MAX_FOLDER_ENTRIES, MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS,
                                    SubmissionError, read_submission)
 from autograder.untrusted_files import is_regular_file
-from course.authoring import units
 from course.cases import make_input_sets, standard_normal
 from course.judge import judge
 from course.ops import jacobian_probe
+from course.spec import units
 
 UNIT = units.load("day01_relu_bias")
 SPEC = UNIT.tests()

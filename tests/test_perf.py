@@ -16,11 +16,11 @@ from autograder import report, results
 from autograder.grade import grade
 from autograder.results import Grade
 from course import bench
-from course.authoring import units
 from course.cases import Case, check_needs, make_input_sets
 from course.harness import empty_is_nan, execute
 from course.judge import perf_fraction
 from course.public import run_case
+from course.spec import units
 
 pytestmark = pytest.mark.autograder
 
@@ -280,7 +280,7 @@ def test_an_own_code_case_imports_no_compiler(toy):
     script = f"""
 import dataclasses, json, sys, types
 import torch
-from course.authoring import units
+from course.spec import units
 from course.cases import OWN_KERNEL, make_input_sets
 from course.harness import execute
 spec = units.load("perf_toy", {str(root)!r}).tests()

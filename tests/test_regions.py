@@ -1,6 +1,6 @@
 import pytest
 
-from course.authoring import regions
+from course.spec import regions
 
 SOURCE = """int f() {
   // BEGIN SOLUTION

@@ -9,9 +9,9 @@ import zipfile
 import nbformat
 import pytest
 
-from autograder import mutants, release
-from autograder.__main__ import main
-from course.authoring import units
+from course.authoring import release
+from course.authoring.release import main
+from course.spec import mutants, units
 
 UNITS = units.all_units()
 REPOSITORY = "some-school/kernels-2031"
@@ -21,7 +21,7 @@ MIN_LINE = 12  # shorter lines ("}", "return y;") are common to solutions and te
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "students"
-    assert main(["release", str(out), "--all", "--repository", REPOSITORY]) == 0
+    assert main([str(out), "--all", "--repository", REPOSITORY]) == 0
     with zipfile.ZipFile(f"{out}.zip") as archive:
         zipped = {name.split("/", 1)[1]: archive.read(name) for name in archive.namelist()}
     files = {}
@@ -124,7 +124,7 @@ def test_no_mutant(bundle, tmp_path):
 def test_units_are_named_or_all_asked_for(tmp_path, capsys, argv, said):
     """Never every unit by default: day03's starter code holds day02's solved files."""
     with pytest.raises(SystemExit):
-        main(["release", str(tmp_path / "out"), *argv])
+        main([str(tmp_path / "out"), *argv])
     assert said in capsys.readouterr().err and not (tmp_path / "out").exists()
 
 
@@ -137,14 +137,14 @@ def test_only_a_new_or_empty_folder_an_earlier_bundle_or_a_git_checkout_is_writt
     monkeypatch.chdir(work)
     for out in (str(work), ".", "./", str(tmp_path), units.REPO):
         with pytest.raises(SystemExit):
-            main(["release", out, "--unit", "day01_relu_bias"])
+            main([out, "--unit", "day01_relu_bias"])
         assert "OUT" in capsys.readouterr().err
     assert (work / "notes" / "keep.txt").read_text() == "mine"
-    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # new
-    assert main(["release", "students", "--unit", "day01_relu_bias"]) == 0  # an earlier bundle
+    assert main(["students", "--unit", "day01_relu_bias"]) == 0  # new
+    assert main(["students", "--unit", "day01_relu_bias"]) == 0  # an earlier bundle
     (work / "students" / release.MARKER).unlink()
     with pytest.raises(SystemExit):
-        main(["release", "students", "--unit", "day01_relu_bias"])
+        main(["students", "--unit", "day01_relu_bias"])
 
 
 def _git(folder, *argv) -> str:
@@ -158,22 +158,22 @@ def test_a_release_updates_a_git_checkout_in_place(tmp_path):
     out.mkdir()
     _git(out, "init", "-q")
     (out / "LICENSE").write_text("the school's licence")
-    assert main(["release", str(out), "--unit", "day01_relu_bias"]) == 0
+    assert main([str(out), "--unit", "day01_relu_bias"]) == 0
     _git(out, "add", "-A")
     _git(out, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "day01")
-    assert main(["release", str(out), "--unit", "day02_layernorm_forward"]) == 0
+    assert main([str(out), "--unit", "day02_layernorm_forward"]) == 0
     changed = {line[3:] for line in _git(out, "status", "--porcelain", "-uall").splitlines()}
     assert (out / ".git").is_dir() and (out / "LICENSE").read_text() == "the school's licence"
     assert (out / "notebooks" / "day01_relu_bias.ipynb").exists()
     assert {"notebooks/day02_layernorm_forward.ipynb", "README.md", release.MARKER} <= changed
     assert not any("day01" in path for path in changed), changed
-    assert main(["release", str(out), "--unit", "day02_layernorm_forward"]) == 0  # nothing new: nothing written
+    assert main([str(out), "--unit", "day02_layernorm_forward"]) == 0  # nothing new: nothing written
     assert {line[3:] for line in _git(out, "status", "--porcelain", "-uall").splitlines()} == changed
 
 
 def test_a_bad_repository_is_refused_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        main(["release", str(tmp_path / "out"), "--repository", "not a repository"])
+        main([str(tmp_path / "out"), "--repository", "not a repository"])
     assert "--repository" in capsys.readouterr().err
 
 

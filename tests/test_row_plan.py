@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from course.authoring import units
+from course.spec import units
 
 pytestmark = pytest.mark.day05
 CUDA_INCLUDE = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")

@@ -12,8 +12,8 @@ import nbformat
 import pytest
 
 import course
-from autograder import release
-from course.authoring import runtime_package, units
+from course.authoring import release, runtime_package
+from course.spec import units
 from course.authoring.generate import notebook_paths
 
 UNITS = units.all_units()

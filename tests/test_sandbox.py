@@ -236,7 +236,7 @@ def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     mutants, the hidden cases. A bwrap run sees their folder empty but for the suite files a
     child imports: the public suite and the shared pieces."""
     from autograder.grade import suite_files
-    from course.authoring import units
+    from course.spec import units
 
     unit = units.load("day01_relu_bias")
     box = Sandbox.open("auto", str(tmp_path), read_only=suite_files(unit), hidden=[unit.solutions])
@@ -275,8 +275,8 @@ def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data
     import torch
 
     from autograder.runner import case_from_data, runnable_case
-    from course.authoring import units
     from course.cases import make_input_sets
+    from course.spec import units
 
     for unit in (u for u in units.all_units() if u.has_tests()):
         public, hidden = unit.tests(hidden=False), unit.tests(hidden=True)
@@ -310,7 +310,7 @@ def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
     hides all of /tmp anyway."""
     from autograder.gpu_lock import GpuLock
     from autograder.grade import hidden_from_runs
-    from course.authoring import units
+    from course.spec import units
 
     if not os.path.isdir("/var/tmp"):
         pytest.skip("no /var/tmp")

@@ -6,13 +6,13 @@ import stat
 import pytest
 import torch
 
-from autograder import mutants, sanitized
+from autograder import sanitized
 from autograder.deadline import Deadline
 from autograder.grade import child_env
 from autograder.sandbox import Sandbox
-from course.authoring import units
 from course.judge import Verdict
 from course.sanitize import ERROR_EXIT, SANITIZER
+from course.spec import mutants, units
 from helpers import sample_class_problems
 
 UNIT = units.load("day04_layernorm_edge_cases")

@@ -3,12 +3,12 @@ and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool i
 the tests find instead is graded with the mutants (tests/test_autograder.py)."""
 import pytest
 
-from autograder import mutants, report
+from autograder import report
 from autograder.grade import grade
 from conftest import HAS_GPU
-from course.authoring import units
 from course.lab import TESTS
 from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
+from course.spec import mutants, units
 
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
 PLANTED = [(unit, bug) for unit in units.all_units() for bug in mutants.load_planted(unit).values()]

@@ -10,7 +10,7 @@ import pytest
 
 from autograder import slurm
 from autograder.__main__ import main
-from course.authoring import units
+from course.spec import units
 from slurm_cluster import Cluster, missing_reason
 
 pytestmark = pytest.mark.autograder

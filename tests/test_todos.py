@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from course.authoring import units
 from course.public import _failure, remaining_todos
+from course.spec import units
 
 COMMON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "solutions", "common")
 

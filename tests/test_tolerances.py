@@ -4,10 +4,10 @@ input handed back, or the answer computed in a lower precision fail."""
 import pytest
 import torch
 
-from course.authoring import units
 from course.cases import INPUTS_UNCHANGED, make_input_sets
 from course.judge import all_within, describe_mismatch, judge, wrong_elements
 from course.ops import op_for
+from course.spec import units
 from helpers import load_spec
 
 SPECS = {u.name: load_spec(u.name) for u in units.all_units() if u.has_tests()}

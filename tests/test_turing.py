@@ -10,12 +10,12 @@ import subprocess
 import pytest
 import torch
 
-from course.authoring import units
+from course.harness import to_device
 from course.loading import build_and_load
-from course.harness import _to_device
 from course.ops import call
 from course.public import run_case
 from course.sanitize import SANITIZER
+from course.spec import units
 from helpers import load_spec
 
 pytestmark = pytest.mark.gpu
@@ -119,7 +119,7 @@ def test_fused_backward_takes_the_t4_plan(dtype, rows, cols, expected, build_roo
     verdict = run_case(spec, module, case, seed=7)
     assert verdict.passed, verdict.message
 
-    inputs = _to_device(spec, case, spec.make_inputs(case, torch.Generator().manual_seed(7)))
+    inputs = to_device(spec, case, spec.make_inputs(case, torch.Generator().manual_seed(7)))
     launches = _kernel_launches(lambda: call(spec, module, inputs), tmp_path / "trace.json")
     names = " ".join(name for name, _ in launches)
     assert KERNELS[expected] in names, names

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 
-from autograder import mutants, reference, report, stored_build
+from autograder import reference, report, stored_build
 from autograder.grade import child_env, grade
 from autograder.runner import POLL_SECONDS
-from course.authoring import generate, units
+from course.authoring import generate
 from course.authoring.run_notebook import outputs_text, run
+from course.spec import mutants, units
 import toy_course
 from toy_course import TOYS, make_course, ops_source
 

@@ -8,9 +8,9 @@ import subprocess
 import pytest
 
 from conftest import HAS_GPU, device_marks
-from course.authoring import units
 from course.public import run_case
 from course.sanitize import SANITIZER
+from course.spec import units
 from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only
 
 UNITS = [u for u in units.all_units() if u.has_tests()]

@@ -7,9 +7,9 @@ import pytest
 from autograder import gradebook, report
 from autograder.grade import _kept_answers, _written
 from autograder.results import Grade
-from course.authoring import units
 from course.authoring.generate import ANSWER_PROMPT
-from course.authoring.questions import MAX_ANSWER_CHARS, WRITTEN, questions
+from course.spec import units
+from course.spec.questions import MAX_ANSWER_CHARS, WRITTEN, questions
 
 UNITS = units.all_units()
 

@@ -3,7 +3,7 @@ complete unit folder (unit.toml, lesson, sources with regions, public and hidden
 show that a unit needs nothing outside its folder."""
 import os
 
-from course.authoring.regions import solution_text
+from course.spec.regions import solution_text
 
 LESSON = """# {title}
 

@@ -1,2 +1,3 @@
-"""Tools for course authors: units and their files, marked regions, the generator, and
-running notebooks. Nothing here is embedded in the notebooks (course/*.py is)."""
+"""Tools for course authors: the generator, the instructor kit (mistakes, pacing), the
+student release, and running notebooks. Nothing here is embedded in the notebooks
+(course/*.py is), and the grader never imports it."""

@@ -20,17 +20,15 @@ import sys
 
 import nbformat
 
-from course.authoring import units
+from course.authoring import runtime_package
 from course.authoring.mistakes import mistakes_path, mistakes_text
 from course.authoring.pacing import pacing_path, pacing_text
-from course.authoring import runtime_package
+from course.lab import TESTS
 from course.notebook import SOURCE_MAGIC
-from course.authoring.units import Unit
-
-DIRECTIVE = re.compile(r"^<!--\s*(\w+)\s*(.*?)\s*-->\s*$")
-# What an answer cell holds until the student writes below it.
-ANSWER_PROMPT = "*Your answer:*"
-_FENCE = re.compile(r"^```python\s*$")
+from course.spec import mutants, units
+from course.spec.lesson import ANSWER_PROMPT, has_lesson, lesson_parts
+from course.spec.regions import stubs
+from course.spec.units import Unit
 
 
 def _runtime_cell(release: str) -> str:
@@ -89,9 +87,6 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool, release:
 def _bug_cell(unit: Unit, name: str, solved: bool) -> str:
     """A lab's cell that looks for one of the starter's bugs with its tool: in the student's
     notebook on their own code, in the instructor's on the solution with that bug planted."""
-    from autograder import mutants
-    from course.lab import TESTS
-
     bug = mutants.load_planted(unit).get(name)
     if bug is None or name not in unit.planted_regions():
         raise ValueError(f"{unit.name}/lesson.md: bug {name!r} is not a BUG region listed in planted_bugs.toml")
@@ -145,9 +140,7 @@ def _plan_arguments(unit: Unit) -> str:
 def lesson_cells(unit: Unit, solved: bool, release: str = runtime_package.DEFAULT_RELEASE) -> list:
     """Cells from the unit's lesson.md: prose becomes markdown, ```python blocks and
     <!-- directive --> lines become the cells they name; the runtime cell installs from `release`."""
-    with open(os.path.join(unit.folder, "lesson.md"), encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    cells, prose, code = [], [], None
+    cells, prose = [], []
 
     def flush_prose():
         text = "\n".join(prose).strip()
@@ -155,21 +148,15 @@ def lesson_cells(unit: Unit, solved: bool, release: str = runtime_package.DEFAUL
             cells.append(("markdown", text, {}))
         prose.clear()
 
-    for line in lines:
-        if code is not None:
-            if line.strip() == "```":
-                cells.append(("code", "\n".join(code), {}))
-                code = None
-            else:
-                code.append(line)
-        elif _FENCE.match(line):
-            flush_prose()
-            code = []
-        elif DIRECTIVE.match(line):
-            flush_prose()
-            cells.append(_directive_cell(unit, *DIRECTIVE.match(line).groups(), solved=solved, release=release))
+    for part in lesson_parts(unit):
+        if part.kind == "prose":
+            prose.append(part.text)
+            continue
+        flush_prose()
+        if part.kind == "code":
+            cells.append(("code", part.text, {}))
         else:
-            prose.append(line)
+            cells.append(_directive_cell(unit, part.name, part.text, solved=solved, release=release))
     flush_prose()
     written = {text.split("\n", 1)[0] for _, text, _ in cells}
     missing = [f for f in unit.files if f"{SOURCE_MAGIC} {unit.name}/{f}" not in written]
@@ -206,7 +193,7 @@ def generated_files(unit: Unit) -> dict[str, str]:
     mistakes = mistakes_text(unit)
     if mistakes:
         files[mistakes_path(unit)] = mistakes
-    if os.path.exists(os.path.join(unit.folder, "lesson.md")):
+    if has_lesson(unit):
         files[pacing_path(unit)] = pacing_text(unit)
     _check_stubs(unit)
     return files
@@ -214,8 +201,6 @@ def generated_files(unit: Unit) -> dict[str, str]:
 
 def _check_stubs(unit: Unit) -> None:
     """Every piece left to students must say what to write."""
-    from course.authoring.regions import stubs
-
     tag = f"TODO({unit.day})"
     for file in unit.sources:
         for number, stub in enumerate(stubs(unit.raw(file), file), 1):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from course.authoring.units import Unit
+from course.spec import mutants
+from course.spec.units import Unit
 
 
 def mistakes_path(unit: Unit) -> str:
@@ -15,8 +16,7 @@ def mistakes_path(unit: Unit) -> str:
 
 def mistakes_text(unit: Unit) -> str:
     """The unit's catalogue as markdown; '' for a unit without mutants."""
-    from autograder import mutants
-    from course.cases import needed
+    from course.cases import needed  # imports torch: only where a unit has mutants
 
     wrong = mutants.load(unit)
     if not wrong:

@@ -13,8 +13,9 @@ import math
 import os
 import re
 
-from course.authoring.regions import solution_lines
-from course.authoring.units import Unit, all_units
+from course.spec.lesson import lesson_parts
+from course.spec.regions import solution_lines
+from course.spec.units import Unit, all_units
 
 READING_WORDS_A_MINUTE = 150
 MINUTES_A_LINE = 1.5
@@ -29,37 +30,27 @@ def pacing_path(unit: Unit) -> str:
 def sections(unit: Unit) -> list[dict]:
     """The lesson's `## ` sections in order: title, words of prose, the files whose regions the
     student writes there, lines to write, questions and code cells."""
-    from course.authoring.generate import _FENCE, DIRECTIVE
-
     found: list[dict] = []
-    in_code = False
-    for line in unit.raw("lesson.md").splitlines():
-        heading = _HEADING.match(line)
-        if heading and not in_code:
+    for part in lesson_parts(unit):
+        heading = _HEADING.match(part.text) if part.kind == "prose" else None
+        if heading:
             found.append(dict(title=heading.group(1), words=0, files=[], lines=0, questions=0, cells=0))
             continue
         if not found:
             continue  # the title and the runtime cell come before the first section
         section = found[-1]
-        if in_code:
-            in_code = line.strip() != "```"
-            continue
-        if _FENCE.match(line):
-            in_code = True
+        if part.kind == "code":
             section["cells"] += 1
-            continue
-        directive = DIRECTIVE.match(line)
-        if directive:
-            kind, argument = directive.groups()
-            if kind == "source" and argument in unit.sources:
-                written = solution_lines(unit.raw(argument), argument)
+        elif part.kind == "directive":
+            if part.name == "source" and part.text in unit.sources:
+                written = solution_lines(unit.raw(part.text), part.text)
                 if written:
-                    section["files"].append(argument)
+                    section["files"].append(part.text)
                     section["lines"] += written
-            elif kind == "answer":
+            elif part.name == "answer":
                 section["questions"] += 1
-            continue
-        section["words"] += len(line.split())
+        else:
+            section["words"] += len(part.text.split())
     return found
 
 

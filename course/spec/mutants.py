@@ -14,7 +14,8 @@ import os
 import tomllib
 from dataclasses import dataclass
 
-from course.authoring.units import Unit
+from course.spec.units import Unit
+
 
 @dataclass(frozen=True)
 class Mutant:

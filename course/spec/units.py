@@ -2,7 +2,7 @@
 
     unit.toml         title, files, how the unit is built and loaded (see Unit)
     lesson.md         the notebook's text and cells
-    <sources>         the reference sources, with marked regions (course/authoring/regions.py)
+    <sources>         the reference sources, with marked regions (course/spec/regions.py)
     public_tests.py   the op's contract and the cases students see, shipped verbatim
     hidden_tests.py   imports public_tests and adds the cases only the autograder runs
     mutants.toml      wrong submissions and the tests each must lose
@@ -17,8 +17,8 @@ import tomllib
 from dataclasses import dataclass
 
 from course import suites
-from course.authoring import regions
 from course.build import BUILD_KINDS, LOAD_KINDS, Plan
+from course.spec import regions
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,5 +1,9 @@
 """The student bundle: what a class gets, and nothing the grader keeps to itself.
 
+    python -m course.authoring.release OUT --unit UNIT [--unit ...] [--repository OWNER/NAME] [--branch B]
+    python -m course.authoring.release OUT --all ...
+
+writes
     OUT/README.md                       how to start, with a Colab badge per unit
     OUT/notebooks/<unit>.ipynb          the student notebooks
     OUT/src_templates/<unit>/...        the starter sources
@@ -22,17 +26,20 @@ one does not, and keeps every other file (`.git` included) and every unit releas
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
+import sys
 import zipfile
 
 import nbformat
 
-from autograder.written_whole import written_whole
-from course.authoring import generate, runtime_package, units
+from course.authoring import generate, runtime_package
 from course.authoring.runtime_package import DEFAULT_REPOSITORY
-from course.authoring.units import Unit
+from course.spec import units
+from course.spec.units import Unit
+from course.written_whole import written_whole
 
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same release zips to the same bytes
@@ -188,3 +195,27 @@ def selected_units(names: list[str] | None, everything: bool = False) -> list[Un
         raise ValueError("--unit: name the units to release (repeatable), or pass --all for every unit; a "
                          "later unit's starter code holds solved files of the units before it")
     return [known[name] for name in names] if names else list(known.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course.authoring.release", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", help="the bundle's folder: new, an earlier bundle or a git checkout of the student "
+                        "repository (updated in place); OUT.zip is written beside it")
+    parser.add_argument("--unit", action="append", help="unit to release (repeatable); earlier units stay")
+    parser.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
+                        "solved files each hands the next: do it once every unit is past its deadline)")
+    parser.add_argument("--repository", default=DEFAULT_REPOSITORY,
+                        help="OWNER/NAME on GitHub that the Colab badges open and the notebooks install from")
+    parser.add_argument("--branch", default="main", help="branch the Colab badges open")
+    args = parser.parse_args(argv)
+    try:
+        archive = write(selected_units(args.unit, args.all), args.out, args.repository, args.branch)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"wrote {args.out}/ and {archive}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

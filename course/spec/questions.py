@@ -4,11 +4,10 @@ into entries for grading by hand (autograder/grade.py), and the class reports co
 (autograder/gradebook.py)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from course.authoring.generate import ANSWER_PROMPT, DIRECTIVE
-from course.authoring.units import Unit
+from course.spec.lesson import ANSWER_PROMPT, has_lesson, lesson_parts
+from course.spec.units import Unit
 
 MAX_ANSWER_CHARS = 8000  # of one answer, in results.json
 WRITTEN = "written"  # the tag of the answers' entries in results.json
@@ -21,17 +20,16 @@ class Question:
 
 
 def questions(unit: Unit) -> list[Question]:
-    if not os.path.exists(os.path.join(unit.folder, "lesson.md")):
+    if not has_lesson(unit):
         return []
     found, paragraph, current = [], [], []  # the last paragraph done, the one being read
-    for line in unit.raw("lesson.md").splitlines():
-        directive = DIRECTIVE.match(line)
-        if directive and directive.group(1) == "answer":
-            found.append(Question(directive.group(2), " ".join(current or paragraph)))
+    for part in lesson_parts(unit):
+        if part.kind == "directive" and part.name == "answer":
+            found.append(Question(part.text, " ".join(current or paragraph)))
             paragraph, current = [], []
-        elif line.strip():
-            current.append(line.strip())
-        elif current:
+        elif part.kind == "prose" and part.text.strip():
+            current.append(part.text.strip())
+        elif current:  # a blank line, a code block or another directive ends a paragraph
             paragraph, current = current, []
     return found
 
