@@ -5,18 +5,22 @@ named after the student), or a Gradescope bulk export: `submission_metadata.yml`
 folder per submission (`submission_<id>/`), holding what the student uploaded. The student's
 name, email and SID come from the metadata; elsewhere the entry's name is all there is.
 
-In a folder of hand-ins, entries whose names differ only by their suffix or letter case
-(alice.zip, Alice.ipynb, alice/) are one student's: the newest (modification time) is graded,
-a zip before a notebook before a folder when as new, and a warning names the others.
+In a folder of hand-ins, a zip made by the notebook's submit cell names its student in its
+manifest (`"student"`), and that id is the student's; elsewhere the entry's name is. Entries
+of one student (the same id, or names that differ only by their suffix or letter case:
+alice.zip, Alice.ipynb, alice/) are one hand-in: the newest (modification time) is graded, a
+zip before a notebook before a folder when as new, and a warning names the others.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime
 import hashlib
+import json
 import os
 import re
 import sys
+import zipfile
 from dataclasses import dataclass
 
 from autograder.submission import unit_file
@@ -61,6 +65,26 @@ def entry_point(path: str, unit: Unit) -> str:
                 uploads.append(os.path.join(root, name))
     uploads.sort(key=lambda upload: (not upload.lower().endswith(".zip"), upload))
     return uploads[0] if uploads else path
+
+
+MANIFEST = "manifest.json"  # written by the notebook's submit cell
+_MANIFEST_BYTES = 1 << 16
+
+
+def manifest_student(path: str) -> str:
+    """The student id a submit cell's zip names in its manifest, or "" (not a zip, no manifest,
+    or one that cannot be read: the file's name is then all there is)."""
+    if not path.lower().endswith(".zip") or not os.path.isfile(path):
+        return ""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo(MANIFEST)
+            if info.file_size > _MANIFEST_BYTES:
+                return ""
+            student = json.loads(archive.read(info)).get("student", "")
+    except (OSError, KeyError, ValueError, AttributeError, zipfile.BadZipFile, RuntimeError, NotImplementedError):
+        return ""
+    return clean_text(student, limit=200).strip() if isinstance(student, str) else ""
 
 
 def _is_upload(name: str) -> bool:
@@ -193,12 +217,14 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
         if not (os.path.isdir(path) or _is_upload(name)):
             _warn(f"{shown_name(path)}: skipped: expected a zip, a notebook or a folder of sources")
             continue
-        student = shown_name(name if os.path.isdir(path) else os.path.splitext(name)[0])
+        student = manifest_student(path) or shown_name(name if os.path.isdir(path) else os.path.splitext(name)[0])
         by_student.setdefault(student.casefold(), []).append((student, path))
     found, ids = [], set()
     for entries in by_student.values():
         (student, path), notes = _one_hand_in(entries)
-        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (Student(name=student),), notes,
+        named = manifest_student(path)
+        who = Student(name=student, email=named if "@" in named else "", sid=named if "@" not in named else "")
+        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (who,), notes,
                                 os.stat(path).st_mtime))
     return sorted(found, key=lambda submission: submission.id)
 

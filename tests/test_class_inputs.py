@@ -208,3 +208,23 @@ def test_when_each_was_handed_in_is_read(tmp_path):
     (tmp_path / "class").mkdir()
     _handed_in(tmp_path / "class" / "bob.zip", 1234.0)
     assert collect.collect(str(tmp_path / "class"), UNIT)[0].handed_in == 1234.0
+
+
+def _submit_zip(path, student, manifest=None):
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("manifest.json", manifest if manifest is not None else f'{{"student": "{student}"}}')
+        archive.writestr("day01_relu_bias/relu_bias.cpp", "// mine\n")
+
+
+def test_the_submit_cells_student_id_names_the_hand_in(tmp_path, capsys):
+    """Zips the submit cell made name their student: two of one student under any file names
+    are one hand-in; an id that looks like an email is one; a bad manifest falls back to the name."""
+    _submit_zip(tmp_path / "submission_day01_relu_bias.zip", "s1234")
+    _submit_zip(tmp_path / "submission_day01_relu_bias (1).zip", "s1234")
+    _submit_zip(tmp_path / "x.zip", "ada@example.edu")
+    _submit_zip(tmp_path / "bob.zip", "", manifest="{not json")
+    _submit_zip(tmp_path / "carol.zip", "", manifest='{"student": ["no"]}')
+    found = {submission.id: submission for submission in collect.collect(str(tmp_path), UNIT)}
+    assert set(found) == {"s1234", "ada@example.edu", "bob", "carol"}
+    assert found["s1234"].students[0].sid == "s1234" and found["ada@example.edu"].students[0].email == "ada@example.edu"
+    assert found["bob"].students[0].sid == "" and "2 hand-ins of s1234" in capsys.readouterr().err
