@@ -13,13 +13,15 @@
 #                                              two GPUs then skip)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
-#   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05
-#                                              table, BENCH_DTYPES default all three, and ncu) and
-#                                              bias_gelu (day06 against eager and torch.compile) and
+#   scripts/gpu_check.sh bench [NAME ...]      benchmarks: units (each unit's perf cases as its suite
+#                                              declares them, bench/unit.py) and layernorm
+#                                              (rebuild-loop timing, the day05 table, BENCH_DTYPES
+#                                              default all three, and ncu) and bias_gelu (day06
+#                                              against eager and torch.compile) and
 #                                              layernorm_package (day07 through autograd, and a
 #                                              compiled block) and triton_basics (day08's vector
 #                                              add and softmax) and rmsnorm_int8 (day09 against
-#                                              the unfused code and F.rms_norm); default all five
+#                                              the unfused code and F.rms_norm); default all six
 #   scripts/gpu_check.sh class                 grade-all over a sample class (the reference and each
 #                                              mutant, COPIES each, default 3; UNIT, default day02) on
 #                                              GPUS (default all), confined to CORES (a taskset list)
@@ -99,7 +101,13 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    benches="${*:-layernorm bias_gelu layernorm_package triton_basics rmsnorm_int8}"
+    benches="${*:-units layernorm bias_gelu layernorm_package triton_basics rmsnorm_int8}"
+    if [[ " $benches " == *" units "* ]]; then
+      for unit in $(python3 -c 'from course.authoring import units
+print(" ".join(u.name for u in units.all_units() if u.has_tests() and any(c.kind == "perf" for c in u.tests(hidden=True).CASES)))'); do
+        python3 bench/unit.py "$unit" --markdown "$OUT/unit_$unit.md" 2>&1 | grep -v "^W" | tee "$OUT/unit_$unit.txt"
+      done
+    fi
     if [[ " $benches " == *" layernorm "* ]]; then
       python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
       python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \
