@@ -36,11 +36,13 @@ def skip_without_gpu_if_gpu_only(unit) -> None:
 
 
 def timed_marks(cases) -> list:
-    """The `timed` marker where any of the cases is graded by its timings (a perf case): such a
-    test runs alone (scripts/gpu_check.sh), as other work on the GPU would skew its ratios."""
+    """The `timed` marker where any of the cases is graded by its timings on a GPU (a perf case
+    there): such a test runs alone (scripts/gpu_check.sh), as other work on the GPU would skew
+    its ratios."""
     import pytest
 
-    return [pytest.mark.timed] if any(case.kind == "perf" for case in cases) else []
+    timed = any(case.kind == "perf" and case.device.startswith("cuda") for case in cases)
+    return [pytest.mark.timed] if timed else []
 
 
 def load_spec(name: str, public_only: bool = False):
