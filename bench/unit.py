@@ -40,11 +40,10 @@ def perf_cases(spec, sweep: tuple[int, ...] = (), shapes: tuple[tuple[int, int],
     at every [rows, cols] shape in `shapes`."""
     cases = [case for case in spec.CASES if case.kind == "perf"]
     on_rows = [case for case in cases if len(case.params.get("shape", ())) == 2]
-    again = ([at_row_length(case, cols) for case in on_rows for cols in sweep]
-             + [at_shape(case, shape) for case in on_rows for shape in shapes])
-    own = {case.name: tuple(case.params["shape"]) for case in on_rows}
+    again = [(case, at_row_length(case, cols)) for case in on_rows for cols in sweep]
+    again += [(case, at_shape(case, shape)) for case in on_rows for shape in shapes]
     # A case again at its own shape would be timed twice.
-    return cases + [case for case in again if case.params["shape"] != own[case.name.partition(" at ")[0]]]
+    return cases + [variant for case, variant in again if variant.params["shape"] != tuple(case.params["shape"])]
 
 
 def at_shape(case: Case, shape: tuple[int, ...]) -> Case:
@@ -127,7 +126,10 @@ def main(argv=None) -> None:
     if args.unit not in names:
         raise SystemExit(f"unit {args.unit!r}: expected one of {', '.join(names)}")
     spec = units.load(args.unit).tests(hidden=True)
-    cases = perf_cases(spec, tuple(args.sweep), tuple(args.shapes))
+    try:
+        cases = perf_cases(spec, tuple(args.sweep), tuple(args.shapes))
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     if not cases:
         raise SystemExit(f"{args.unit} has no perf cases: nothing to time")
     if args.list:

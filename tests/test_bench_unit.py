@@ -38,9 +38,12 @@ def test_the_perf_cases_and_a_sweep_keep_each_cases_elements(toy):
     assert unit_bench.planned(toy, shaped) == "cpu_perf at 4x8: x [4, 8] float32, 0.0 MB moved"
 
 
-def test_a_shape_that_is_not_rows_by_cols_is_refused_by_name():
+def test_a_shape_that_is_not_rows_by_cols_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         unit_bench.main(["day08_triton_basics", "--list", "--shapes", "4096by1024"])
+    assert "'4096by1024': expected a shape ROWSxCOLS" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--sweep 0: expected a row length"):
+        unit_bench.main(["day08_triton_basics", "--list", "--sweep", "0"])
 
 
 def test_a_planned_case_counts_the_suites_bytes_without_its_data(toy):
