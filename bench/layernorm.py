@@ -2,17 +2,20 @@
 
     python bench/layernorm.py [--dtypes float32 float16 bfloat16] [--dims 1024 65536] [--markdown docs/performance.md]
 
-Forward: version 4 (the row in registers, `kernel="auto"`) against F.layer_norm. Backward: the
+Forward: the suite's forward perf cases (their inputs, their baseline F.layer_norm, their bytes
+and the judging of their outputs, by bench/unit.py) with version 4 (the row in registers,
+`kernel="auto"`) in version 3's place, at each shape below. Backward: the
 fused kernel against aten::native_layer_norm_backward called directly (one op each, like for
 like), then through autograd (what users run) twice: as day07's package runs these kernels (a
 custom operator whose backward node is C++), and as day05's Python autograd.Function does. The
 package's rows carry the target: a Python Function's backward costs host time that torch's C++
-node does not, whatever its kernels. Bytes: forward_bytes / backward_bytes of the unit (each
-input read once, each output written once). The copy ceiling is a large
+node does not, whatever its kernels. Backward bytes: backward_bytes of the unit (each input
+read once, each output written once). The copy ceiling is a large
 device-to-device copy in the same run. Every row's outputs are re-checked after timing.
 Ends with the issue's targets, each marked met or missed.
 """
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -22,8 +25,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.reference_build import build_reference  # noqa: E402
-from course import bench  # noqa: E402
+from bench.reference_build import build_reference
+from bench.unit import at_shape, perf_cases, timed_row
+from course import bench
+from course.spec import units
 
 UNIT = "day05_layernorm_performance"
 PACKAGE_UNIT = "day07_layernorm_package"
@@ -52,17 +57,24 @@ def close(got, expected, dtype):
     return "" if error <= tolerance else f"max relative error {error:.3g}"
 
 
-def forward_row(ext, rows, cols, dtype, ceiling):
-    sets = [(torch.randn(rows, cols, device="cuda", dtype=dtype),
-             (torch.rand(cols, device="cuda") + 0.5).to(dtype), torch.randn(cols, device="cuda", dtype=dtype))
-            for _ in range(2)]
+def forward_cases(spec, dtypes, dims) -> list:
+    """The suite's first forward perf case of each dtype (its inputs, baseline F.layer_norm and
+    bytes), with version 4 (kernel="auto") in version 3's place, at each of shapes(dims)."""
+    first = {}
+    for case in perf_cases(spec):
+        first.setdefault(case.params["dtype"], case)
+    missing = [str(dtype) for dtype in dtypes if dtype not in first]
+    if missing:
+        raise SystemExit(f"--dtypes: the suite has no perf case of {', '.join(missing)}; "
+                         f"expected some of {', '.join(str(dtype)[6:] for dtype in first)}")
+    return [at_shape(dataclasses.replace(first[dtype], params={**first[dtype].params, "kernel": "auto"}), shape)
+            for dtype in dtypes for shape in shapes(dims)]
 
-    def check(outputs, args):
-        return close(outputs[0], F.layer_norm(args[0].float(), (cols,), args[1].float(), args[2].float(), EPS), dtype)
 
-    return bench.compare(f"fwd {rows}x{cols} {str(dtype)[6:]}", lambda x, g, b: ext._ext.forward(x, g, b, EPS),
-                         lambda x, g, b: F.layer_norm(x, (cols,), g, b, EPS), sets,
-                         ext.forward_bytes(rows, cols, dtype), check=check, ceiling=ceiling, d=cols)
+def forward_row(spec, ext, case, ceiling):
+    row = timed_row(spec, ext, case, ceiling)
+    rows, cols = case.params["shape"]
+    return dataclasses.replace(row, name=f"fwd {rows}x{cols} {str(case.params['dtype'])[6:]}")
 
 
 def backward_rows(ext, package, rows, cols, dtype, ceiling):
@@ -116,11 +128,12 @@ def main() -> None:
     args = parser.parse_args()
     ext, package = build()
     ceiling = bench.copy_ceiling_gbs()
-    forward, backward, autograd, function, deterministic = [], [], [], [], True
-    for name in args.dtypes:
-        dtype = getattr(torch, name)
+    spec = units.load(UNIT).tests(hidden=True)
+    dtypes = [getattr(torch, name) for name in args.dtypes]
+    forward = [forward_row(spec, ext, case, ceiling) for case in forward_cases(spec, dtypes, args.dims)]
+    backward, autograd, function, deterministic = [], [], [], True
+    for dtype in dtypes:
         for rows, cols in shapes(args.dims):
-            forward.append(forward_row(ext, rows, cols, dtype, ceiling))
             op, (through_package, through_function), same = backward_rows(ext, package, rows, cols, dtype, ceiling)
             backward.append(op)
             autograd.append(through_package)

@@ -1,11 +1,12 @@
 """The day07 package (reference solution) against PyTorch, as users run it: forward and
-backward through autograd, and a compiled transformer block with either LayerNorm.
+backward through autograd at more shapes than the suite grades, and a compiled transformer
+block with either LayerNorm.
 
     python bench/layernorm_package.py [--dtypes float32 float16 bfloat16] [--markdown out.md]
 
-Through autograd: fast_layernorm.layer_norm against F.layer_norm, from leaves to the three
-gradients, on the same inputs; bytes as the day07 perf cases count them (read x, write y;
-read dy and x, write dx). Host-bound rows also give host and GPU time apart. The block is
+Through autograd: the suite's perf cases (fast_layernorm.layer_norm against F.layer_norm, from
+leaves to the three gradients; their inputs and bytes), timed by bench/unit.py, again at each
+of SHAPES. Host-bound rows also give host and GPU time apart. The block is
 x + W2 gelu(W1 norm(x)) under torch.compile (inductor), forward and backward, once with
 fast_layernorm.LayerNorm and once with nn.LayerNorm, the same weights in both.
 Ends with the issue's targets, each marked met or missed.
@@ -20,42 +21,20 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.reference_build import build_reference  # noqa: E402
-from course import bench  # noqa: E402
+from bench.reference_build import build_reference
+from bench.unit import perf_cases, timed_row
+from course import bench
+from course.spec import units
 
 UNIT = "day07_layernorm_package"
-SHAPES = ((4096, 1024), (16384, 1024), (8192, 4096), (4096, 8192))
+SHAPES = ((4096, 1024), (16384, 1024), (8192, 4096), (4096, 8192))  # besides the suite's own
 BLOCK_SHAPE = (8192, 1024)  # tokens, model width
-EPS = 1e-5
 
 
 def close(got, expected, dtype):
     tolerance = 3e-2 if dtype != torch.float32 else 2e-3
     error = ((got.float() - expected.float()).abs() / (1 + expected.float().abs())).max().item()
     return "" if error <= tolerance else f"max relative error {error:.3g}"
-
-
-def autograd_row(package, rows, cols, dtype, ceiling):
-    def inputs():
-        x = torch.randn(rows, cols, device="cuda", dtype=dtype)
-        weight = (torch.rand(cols, device="cuda") + 0.5).to(dtype)
-        bias = torch.randn(cols, device="cuda", dtype=dtype)
-        return x, weight, bias, torch.randn_like(x)
-    sets = [inputs() for _ in range(2)]
-
-    def through(layer_norm):
-        def call(x, weight, bias, dy):
-            leaves = tuple(t.detach().requires_grad_() for t in (x, weight, bias))
-            return torch.autograd.grad(layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy)
-        return call
-
-    def check(outputs, args):
-        expected = through(F.layer_norm)(*(t.float() for t in args))
-        return " ".join(filter(None, (close(o, e, dtype) for o, e in zip(outputs, expected))))
-
-    return bench.compare(f"autograd {rows}x{cols} {str(dtype)[6:]}", through(package.layer_norm),
-                         through(F.layer_norm), sets, 5 * rows * cols * x_bytes(dtype), check=check,
-                         ceiling=ceiling, d=cols)
 
 
 def x_bytes(dtype):
@@ -115,8 +94,10 @@ def main() -> None:
     import fast_layernorm as package  # the build put it on sys.path
 
     ceiling = bench.copy_ceiling_gbs()
-    autograd = [autograd_row(package, rows, cols, getattr(torch, name), ceiling)
-                for name in args.dtypes for rows, cols in SHAPES]
+    spec = units.load(UNIT).tests(hidden=True)
+    dtypes = [getattr(torch, name) for name in args.dtypes]
+    autograd = [timed_row(spec, module, case, ceiling) for case in perf_cases(spec, shapes=SHAPES)
+                if case.params["dtype"] in dtypes]
     blocks = [block_row(package, getattr(torch, name)) for name in args.block_dtypes]
     tables = [bench.format_table(autograd, ceiling, "forward + backward through autograd: fast_layernorm vs "
                                                     "F.layer_norm"),

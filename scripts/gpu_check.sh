@@ -4,7 +4,7 @@
 #
 #   scripts/gpu_check.sh suite [pytest args]   the test suite with its CUDA tests, notebooks and
 #                                              GPU-only mutants (PYTEST_WORKERS, default 6; the
-#                                              tests graded by timings run alone, first;
+#                                              tests marked `timed` run alone, first;
 #                                              SELECT="a -k expression" to limit; a unit's GPU-only
 #                                              mutants: SELECT="test_mutant_loses_exactly_its_tests
 #                                              and day05" ... suite tests/test_autograder.py -m gpu;
@@ -13,13 +13,15 @@
 #                                              two GPUs then skip)
 #   scripts/gpu_check.sh grade                 grade the reference solutions from cold builds
 #                                              (UNITS="day05_layernorm_performance ..." to limit)
-#   scripts/gpu_check.sh bench [NAME ...]      benchmarks: layernorm (rebuild-loop timing, the day05
-#                                              table, BENCH_DTYPES default all three, and ncu) and
-#                                              bias_gelu (day06 against eager and torch.compile) and
+#   scripts/gpu_check.sh bench [NAME ...]      benchmarks: units (each unit's perf cases as its suite
+#                                              declares them, bench/unit.py) and layernorm
+#                                              (rebuild-loop timing, the day05 table, BENCH_DTYPES
+#                                              default all three, and ncu) and bias_gelu (day06
+#                                              against eager and torch.compile) and
 #                                              layernorm_package (day07 through autograd, and a
 #                                              compiled block) and triton_basics (day08's vector
 #                                              add and softmax) and rmsnorm_int8 (day09 against
-#                                              the unfused code and F.rms_norm); default all five
+#                                              the unfused code and F.rms_norm); default all six
 #   scripts/gpu_check.sh class                 grade-all over a sample class (the reference and each
 #                                              mutant, COPIES each, default 3; UNIT, default day02) on
 #                                              GPUS (default all), confined to CORES (a taskset list)
@@ -58,27 +60,35 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 
 case "$stage" in
   suite)
-    for arg in "$@"; do
-      if [ "$arg" = "-k" ] || [[ "$arg" == -k?* ]]; then
-        echo "suite: pass SELECT=\"...\" instead of -k: a -k of its own would replace the stage's own selection" >&2
-        exit 2
-      fi
+    # A -m of the caller's joins the stage's own (pytest keeps only the last -m it is given).
+    marks="" args=()
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        -k|-k?*)
+          echo "suite: pass SELECT=\"...\" instead of -k: a -k of its own would replace the stage's own selection" >&2
+          exit 2 ;;
+        -m) [ $# -ge 2 ] || { echo "suite: -m needs a marker expression" >&2; exit 2; }
+            marks="${marks:+$marks and }($2)"; shift 2 ;;
+        -m?*) marks="${marks:+$marks and }(${1#-m})"; shift ;;
+        *) args+=("$1"); shift ;;
+      esac
     done
+    set -- "${args[@]+"${args[@]}"}"
     python3 -m course.authoring.generate --check 2>&1 | tee "$OUT/generate.txt"
-    # Tests whose grade depends on timings run alone, first: parallel workers sharing the GPU
-    # would skew the ratio to torch. SELECT="day05 or ..." limits both runs (a -k expression).
+    # Tests whose grade depends on timings (marked `timed` where they are defined) run alone,
+    # first: parallel workers sharing the GPU would skew the ratio to torch, and the timer's own
+    # GPU tests calibrate a sleep kernel that another worker's kernels would skew.
+    # SELECT="day05 or ..." limits both runs (a -k expression).
     # -v names each test as it ends: a run stopped at its time limit still says what passed.
-    # The timer's own GPU tests calibrate a sleep kernel: another worker's kernels would skew it.
-    timed='(test_reference_gets_full_marks and (day05 or day06 or day07 or day08 or day09)) or (test_solution_passes and _perf_) or naive_block_per_row or patches_the_timer or work_on_an_unwaited_stream or test_gpu_time_leaves_out or test_host_bound_call or test_work_left_on_another_stream or test_patching_torchs_timers or test_an_op_that_waits_for_the_gpu or test_an_op_whose_kernels_end or computes_otherwise_when_unprofiled'
     select="${SELECT:-test}"
-    python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -k "($select) and ($timed)" "$@" \
+    python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark -m "${marks:+$marks and }timed" -k "$select" "$@" \
       2>&1 | tee "$OUT/pytest_timed.txt"
     workers=$(python3 -c 'import xdist' 2>/dev/null && echo "-n ${PYTEST_WORKERS:-6}" || echo "")
     # What needs no GPU (nvcc compile checks, generated files, tolerances judged on the CPU)
     # already runs in CI: leave it out here.
     cpu_only="--ignore=tests/test_tolerances.py --ignore=tests/test_generated.py --ignore=tests/test_regions.py --ignore=tests/test_row_plan.py"
     python3 -m pytest -v -ra -p no:cacheprovider -p no:benchmark $workers $cpu_only --durations=15 \
-      -k "($select) and not ($timed) and not compiles_for_turing_and_hopper" "$@" \
+      -m "${marks:+$marks and }not timed" -k "($select) and not compiles_for_turing_and_hopper" "$@" \
       2>&1 | tee "$OUT/pytest.txt"
     echo "================ suite summary ================"
     grep -hE "^(FAILED|ERROR)" "$OUT/pytest.txt" "$OUT/pytest_timed.txt" | head -40
@@ -93,7 +103,13 @@ case "$stage" in
     grep -E "points|timings" "$OUT/reference.txt"
     ;;
   bench)
-    benches="${*:-layernorm bias_gelu layernorm_package triton_basics rmsnorm_int8}"
+    benches="${*:-units layernorm bias_gelu layernorm_package triton_basics rmsnorm_int8}"
+    if [[ " $benches " == *" units "* ]]; then
+      for unit in $(python3 -c 'from course.spec import units
+print(" ".join(u.name for u in units.all_units() if u.has_tests() and any(c.kind == "perf" for c in u.tests(hidden=True).CASES)))'); do
+        python3 bench/unit.py "$unit" --markdown "$OUT/unit_$unit.md" 2>&1 | grep -v "^W" | tee "$OUT/unit_$unit.txt"
+      done
+    fi
     if [[ " $benches " == *" layernorm "* ]]; then
       python3 bench/rebuild_time.py --unit day05_layernorm_performance 2>&1 | tee "$OUT/rebuild.txt"
       python3 bench/layernorm.py --dtypes ${BENCH_DTYPES:-float32 float16 bfloat16} --markdown "$OUT/performance.md" \

@@ -35,6 +35,16 @@ def skip_without_gpu_if_gpu_only(unit) -> None:
         pytest.skip(f"every case of {unit.name} runs on a GPU")
 
 
+def timed_marks(cases) -> list:
+    """The `timed` marker where any of the cases is graded by its timings on a GPU (a perf case
+    there): such a test runs alone (scripts/gpu_check.sh), as other work on the GPU would skew
+    its ratios."""
+    import pytest
+
+    timed = any(case.kind == "perf" and case.device.startswith("cuda") for case in cases)
+    return [pytest.mark.timed] if timed else []
+
+
 def load_spec(name: str, public_only: bool = False):
     return units.load(name).tests(hidden=not public_only)
 

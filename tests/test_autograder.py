@@ -10,7 +10,7 @@ import pytest
 from autograder import report
 from autograder.grade import grade
 from conftest import GPUS, absent
-from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only
+from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
 from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
 from course.spec import mutants, units
@@ -33,7 +33,9 @@ def _failed(result):
     return {t.name for t in result.tests if not t.passed and not t.not_run}
 
 
-@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.name)
+# A unit graded by its timings (perf cases) is graded alone: `timed`.
+@pytest.mark.parametrize("unit", [pytest.param(u, id=u.name, marks=timed_marks(u.tests(hidden=True).CASES))
+                                  for u in UNITS])
 def test_reference_gets_full_marks(unit, tmp_path):
     unit.write("solution", str(tmp_path / "submission"))
     result, data = _grade(unit, tmp_path / "submission", tmp_path, own_tests=True)
@@ -77,7 +79,7 @@ def _mutant_params():
     for unit in UNITS:  # and the planted bugs the tests find (a debugging lab's starter ships them)
         planted = [bug for bug in mutants.load_planted(unit).values() if bug.found_by == TESTS]
         for mutant in [*mutants.load(unit).values(), *planted]:
-            marks = [pytest.mark.gpu] if mutant.gpu_only else []
+            marks = ([pytest.mark.gpu] if mutant.gpu_only else []) + ([pytest.mark.timed] if mutant.timed else [])
             if mutant.min_gpus > GPUS:
                 marks.append(pytest.mark.skip(reason=f"what it loses runs on {mutant.min_gpus} GPUs; {GPUS} here"))
             yield pytest.param(unit, mutant, id=f"{unit.name}:{mutant.name}", marks=marks)
@@ -159,6 +161,7 @@ def test_notebook_and_zip_submissions_are_read(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_an_op_that_computes_otherwise_when_unprofiled_earns_no_perf_points(tmp_path):
     """c01 of docs/security.md: its own kernel while the profiler is on (ten times over, a slow
     kernel of its own), PyTorch's layer norm while it is off, at the sizes the grader times. The

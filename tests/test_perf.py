@@ -363,6 +363,7 @@ def _gpu_busy(ms: float):
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_gpu_time_leaves_out_host_work_done_while_the_gpu_was_busy():
     # 0.3 ms of host work before a 2 ms kernel: the flush alone does not cover it, so without
     # the hold the events would measure about 2.3 ms.
@@ -373,6 +374,7 @@ def test_gpu_time_leaves_out_host_work_done_while_the_gpu_was_busy():
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
     """An op that synchronizes (.item(), a copy to the host) costs its GPU time plus its host
     time, called back to back; the hold before each timed call must not be charged to it too."""
@@ -392,6 +394,7 @@ def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_an_op_whose_kernels_end_before_its_host_work_keeps_its_hold():
     """Host work, a short kernel, more host work: the stream is idle when the op returns, yet the
     op never waited for the GPU. Its GPU time is its kernel's, not the host work before it."""
@@ -405,6 +408,7 @@ def test_an_op_whose_kernels_end_before_its_host_work_keeps_its_hold():
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_host_bound_call_is_charged_the_host_time():
     timing = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5,
                             device="cuda")
@@ -454,6 +458,7 @@ def test_whole_calls_of_an_op_that_waits_are_judged_against_its_events_alone(mon
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_work_left_on_another_stream_is_timed_whole():
     honest = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")
     assert not honest.unseen and honest.median_ms == pytest.approx(2.0, rel=0.2), honest
@@ -464,6 +469,7 @@ def test_work_left_on_another_stream_is_timed_whole():
 
 
 @pytest.mark.gpu
+@pytest.mark.timed
 def test_patching_torchs_timers_does_not_reach_the_timer(monkeypatch):
     """What a submission's code can do at import in its own process."""
     true = bench.time_op(_gpu_busy, [(2.0,)], device="cuda")

@@ -11,7 +11,7 @@ from conftest import HAS_GPU, device_marks
 from course.public import run_case
 from course.sanitize import SANITIZER
 from course.spec import units
-from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only
+from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only, timed_marks
 
 UNITS = [u for u in units.all_units() if u.has_tests()]
 DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
@@ -22,7 +22,7 @@ def _cases():
         for case in load_spec(unit.name).CASES:
             if case.kind == SANITIZER:  # the autograder runs a tool over other cases (tests/test_sanitizer.py)
                 continue
-            marks = [getattr(pytest.mark, unit.day)] + device_marks(case.device)
+            marks = [getattr(pytest.mark, unit.day), *device_marks(case.device), *timed_marks([case])]
             yield pytest.param(unit, case, id=f"{unit.name}:{case.name}", marks=marks)
 
 

@@ -26,6 +26,7 @@ class Mutant:
     edits: tuple[dict, ...]
     gpu_only: bool
     perf_partial: bool = False  # its perf tests together earn some points, not all
+    timed: bool = False         # its verdict rests on measured times: its test runs alone on the GPU
     # Hostile submissions (autograder/hostile/hostile.toml) say more about how they are graded:
     says: str = ""                  # what the output of every test it loses contains
     not_run: tuple[str, ...] = ()   # tests reported as not run (fnmatch patterns)
@@ -82,7 +83,8 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             edits = (regions[name],)
         found[name] = Mutant(
             name, entry["about"], tuple(entry.get("loses", ())), tuple(entry.get("keeps", ())), edits,
-            entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("says", ""),
+            entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("timed", False),
+            entry.get("says", ""),
             tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
             entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),

@@ -47,14 +47,6 @@ def saved_statistics(x):
     return mean.to(STATS_DTYPE[x.dtype]), rstd.to(STATS_DTYPE[x.dtype])
 
 
-def spoil(case, inputs):
-    """An error case's spoiled arguments (params["bad"]: {name: function}), made on the device,
-    where the op will see them."""
-    for name, spoiled in case.params.get("bad", {}).items():
-        inputs[name] = spoiled(inputs[name])
-    return inputs
-
-
 # ---- calls ----
 
 def compiled_backward(ext, inputs):
@@ -210,9 +202,3 @@ def check_case(name, device, shape, check, hint=""):
     """A case for one of the harness's extra checks (course.cases: POISON, ROTATED, ...)."""
     return Case(name, f"{device}_checks", device, 1.0, dict(shape=shape), checks=(check,), hint=hint)
 
-
-def error_case(name, words, hint, device="cpu", **params):
-    """Arguments the op must refuse with an error naming `words`: a [4, 64] case whose params
-    say what is spoiled."""
-    return Case(name, f"{device}_errors", device, 0.5, dict(shape=(4, 64), **params), kind="error",
-                error_words=words, hint=hint)

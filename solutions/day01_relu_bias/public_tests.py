@@ -14,6 +14,7 @@ import torch
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case, standard_normal
 from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
+from ..common.error_cases import error_case, spoil
 from ..common.layouts import LAYOUTS  # NaN fills the gaps: a kernel that ignores strides reads them
 
 UNIT = "day01_relu_bias"
@@ -56,9 +57,7 @@ def on_device(case, inputs):
         inputs["x"] = LAYOUTS[p["layout"]](inputs["x"])
     if "bias_layout" in p:
         inputs["bias"] = LAYOUTS[p["bias_layout"]](inputs["bias"])
-    for name, spoil in p.get("bad", {}).items():
-        inputs[name] = spoil(inputs[name])
-    return inputs
+    return spoil(case, inputs)
 
 
 def _refusing_todo(run):
@@ -144,8 +143,8 @@ def _gradcheck_case(name, device):
 
 
 def _error(name, words, device="cpu", **bad):
-    return Case(name, f"{device}_errors", device, 0.5, dict(shape=(4, 48), bad=bad), kind="error",
-                error_words=words, hint="check every argument in check_inputs with TORCH_CHECK and name it")
+    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it", device,
+                      shape=(4, 48), bad=bad)
 
 
 TAIL_HINT = "N is not a multiple of the block's 32 columns: does every thread check col < N first?"

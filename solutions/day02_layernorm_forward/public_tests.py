@@ -7,8 +7,8 @@ import torch
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
 from course.ops import Op, dtypes_like
 
-from ..common.layernorm_tests import (FORWARD_OUTPUTS, error_case, layer_norm64, random_affine, random_x, spoil,
-                                      values_case)
+from ..common.error_cases import error_case, spoil
+from ..common.layernorm_tests import FORWARD_OUTPUTS, layer_norm64, random_affine, random_x, values_case
 
 UNIT = "day02_layernorm_forward"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",

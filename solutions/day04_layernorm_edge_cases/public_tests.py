@@ -25,11 +25,11 @@ from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, gradients
 
+from ..common.error_cases import error_case, spoil
 from ..common.layernorm_tests import (CHECK_HINT, EPS, STREAM_HINT, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
                                       backward_tolerance, compiled_backward, condition_by_std, dx_formula,
-                                      error_case, forward_dtypes, forward_tolerance, layer_norm64, max_abs,
-                                      random_affine, random_dy, random_x, saved_statistics, spoil, statistics,
-                                      values_case)
+                                      forward_dtypes, forward_tolerance, layer_norm64, max_abs, random_affine,
+                                      random_dy, random_x, saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
 
 UNIT = "day04_layernorm_edge_cases"

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "course_todo.h"
+#include "cuda_ptr.h"
 #include "layernorm_fast.h"
 
 namespace {
@@ -60,19 +61,6 @@ void check_like(const char* op, const char* name, const at::Tensor& t, const at:
   TORCH_CHECK(t.sizes() == shape, op, ": ", name, " must have shape ", shape, ", got ", t.sizes());
   TORCH_CHECK(t.scalar_type() == dtype, op, ": ", name, " must have dtype ", dtype, ", got ", t.scalar_type());
   TORCH_CHECK(t.is_contiguous(), op, ": ", name, " must be contiguous (call .contiguous() first)");
-}
-
-// at::Half and at::BFloat16 are the bits CUDA calls __half and __nv_bfloat16 (see day04).
-template <typename T>
-struct CudaType { using type = T; };
-template <>
-struct CudaType<at::Half> { using type = __half; };
-template <>
-struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
-
-template <typename T>
-typename CudaType<T>::type* cuda_ptr(const at::Tensor& t) {
-  return reinterpret_cast<typename CudaType<T>::type*>(t.data_ptr<T>());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& gamma,

@@ -24,6 +24,7 @@ from course.cases import FULL_AT, INPUTS_UNCHANGED, Case, standard_normal
 from course.harness import nan_filled
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
+from ..common.error_cases import error_case, spoil
 from ..common.layouts import LAYOUTS
 
 UNIT = "day06_bias_gelu"
@@ -71,8 +72,7 @@ def on_device(case, inputs):
     """Layouts, spoiled arguments and eager's graph are made here, where the op will see them."""
     for name, layout in case.params.get("layouts", {}).items():
         inputs[name] = LAYOUTS[layout](inputs[name])
-    for name, spoiled in case.params.get("bad", {}).items():
-        inputs[name] = spoiled(inputs[name])
+    spoil(case, inputs)
     if case.kind == "perf" and inputs["op"] == "backward":
         _eager_graph(inputs)
     return inputs
@@ -260,9 +260,7 @@ def _gradcheck_case(device, form, shape):
 
 
 def _error(name, words, op="forward", device="cpu", **bad):
-    """Arguments the op must refuse with an error naming `words`: a [4, 64] case, `bad` spoiling them."""
-    return Case(name, f"{device}_errors", device, 0.5, dict(op=op, shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint=HINTS["checks"])
+    return error_case(name, words, HINTS["checks"], device, op=op, bad=bad)
 
 
 # A perf case is timed once every case of the student kernels it runs has passed: every such

@@ -15,6 +15,8 @@ from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_norm
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like
 
+from ..common.error_cases import error_case, spoil
+
 UNIT = "day08_triton_basics"
 FORBIDDEN_OPS = ("aten::add", "aten::add_", "aten::_softmax", "aten::softmax", "aten::exp", "aten::max",
                  "aten::amax", "aten::sum")
@@ -44,8 +46,7 @@ def on_device(case, inputs):
     """Layouts and spoiled arguments are made here, where the op will see them."""
     if case.params.get("transposed"):
         inputs["x"] = inputs["x"].t().contiguous().t()  # the same values, columns apart in memory
-    for name, spoiled in case.params.get("bad", {}).items():
-        inputs[name] = spoiled(inputs[name])
+    spoil(case, inputs)
     return inputs
 
 
@@ -141,9 +142,7 @@ def _case(op, dtype, shape, what="", points=1.0, hint="", checks=(INPUTS_UNCHANG
 
 
 def _error(name, words, op="add", **bad):
-    """Arguments the op must refuse with an error naming `words`: a [4, 64] case, `bad` spoiling them."""
-    return Case(name, "cuda_errors", "cuda", 0.5, dict(op=op, shape=(4, 64), bad=bad), kind="error",
-                error_words=words, hint=HINTS["checks"])
+    return error_case(name, words, HINTS["checks"], "cuda", op=op, bad=bad)
 
 
 NEEDS = {"add": ("cuda_add_*",), "softmax": ("cuda_softmax_*",)}

@@ -26,6 +26,8 @@ from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_norm
 from course.harness import nan_filled
 from course.ops import Op, flag, gradients
 
+from ..common.error_cases import error_case, spoil
+
 UNIT = "day09_rmsnorm_int8"
 FORBIDDEN_OPS = ("aten::rms_norm", "aten::_fused_rms_norm", "aten::round", "aten::amax", "aten::abs")
 SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
@@ -82,8 +84,7 @@ def on_device(case, inputs):
     """Layouts and spoiled arguments are made here, where the op will see them."""
     if case.params.get("transposed"):
         inputs["x"] = inputs["x"].t().contiguous().t()  # the same values, columns apart in memory
-    for name, spoiled in case.params.get("bad", {}).items():
-        inputs[name] = spoiled(inputs[name])
+    spoil(case, inputs)
     return inputs
 
 
@@ -377,10 +378,8 @@ def compiled(backend, device="cuda"):
 
 
 def error(name, words, op="quant", backend="cuda", device="cuda", **bad):
-    """Arguments the op must refuse with an error naming `words`: a [4, 64] case, `bad` spoiling them."""
-    return Case(name, f"{'cpu' if device == 'cpu' else backend}_errors", device, 0.5,
-                dict(op=op, backend=backend, shape=(4, 64), bad=bad), kind="error", error_words=words,
-                hint=HINTS["checks"])
+    return error_case(name, words, HINTS["checks"], device, group=f"{'cpu' if device == 'cpu' else backend}_errors",
+                      op=op, backend=backend, bad=bad)
 
 
 def perf(op, backend, dtype, shape, zero_at=ZERO_AT, points=2.0, hint="", **params):

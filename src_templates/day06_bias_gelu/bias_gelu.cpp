@@ -21,6 +21,7 @@
 
 #include "bias_gelu.h"
 #include "course_todo.h"
+#include "cuda_ptr.h"
 #include "gelu_math.h"
 
 namespace {
@@ -68,19 +69,6 @@ void check_like_x(const char* op, const char* name, const at::Tensor& tensor, co
 int64_t num_rows(const at::Tensor& x) {
   const int64_t cols = x.size(-1);
   return cols == 0 ? 0 : x.numel() / cols;
-}
-
-// at::Half and at::BFloat16 are the bits CUDA calls __half and __nv_bfloat16.
-template <typename T>
-struct CudaType { using type = T; };
-template <>
-struct CudaType<at::Half> { using type = __half; };
-template <>
-struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
-
-template <typename scalar_t>
-typename CudaType<scalar_t>::type* cuda_ptr(const at::Tensor& t) {
-  return reinterpret_cast<typename CudaType<scalar_t>::type*>(t.data_ptr<scalar_t>());
 }
 
 // ---- the CPU loops: the kernels' math (gelu_math.h) in plain C++ ----

@@ -26,6 +26,7 @@
 
 #include "autograd_node.h"
 #include "course_todo.h"
+#include "cuda_ptr.h"
 #include "rmsnorm_kernels.h"
 
 namespace {
@@ -165,18 +166,6 @@ Pair add_rms_norm_quant_cpu(const at::Tensor& x, const at::Tensor& residual, con
 
 // ---- the CUDA kernels, on contiguous copies where the inputs are not ----
 
-template <typename T>
-struct CudaType { using type = T; };
-template <>
-struct CudaType<at::Half> { using type = __half; };
-template <>
-struct CudaType<at::BFloat16> { using type = __nv_bfloat16; };
-
-template <typename T>
-auto* cuda_ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<typename CudaType<T>::type*>(t.data_ptr<T>()) : nullptr;
-}
-
 void check_launch(const char* op, cudaError_t error) {
   TORCH_CHECK(error == cudaSuccess, op, ": kernel launch failed: ", cudaGetErrorString(error));
 }
@@ -195,7 +184,7 @@ Pair forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weig
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "rms_norm", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {  // check_x refused float64 on CUDA
-      check_launch("rms_norm", launch_rms_norm_forward(cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w),
+      check_launch("rms_norm", launch_rms_norm_forward(cuda_ptr<scalar_t>(x), cuda_ptr_or_null<scalar_t>(w),
                                                        cuda_ptr<scalar_t>(y), rstd.data_ptr<float>(), rows_of(x),
                                                        x.size(-1), static_cast<float>(eps), stream));
     }
@@ -220,13 +209,15 @@ Pair backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std:
   at::Tensor dweight;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "rms_norm_backward", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {
-      const int64_t partial_rows = rms_norm_backward_partial_rows(
-          cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w), cuda_ptr<scalar_t>(dx), rows, cols);
+      const int64_t partial_rows = rms_norm_backward_partial_rows(cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x),
+                                                                  cuda_ptr_or_null<scalar_t>(w), cuda_ptr<scalar_t>(dx),
+                                                                  rows, cols);
       auto partials = at::empty({partial_rows, cols}, x.options().dtype(at::kFloat));
       dweight = at::empty({cols}, x.options());
       check_launch("rms_norm_backward",
-                   launch_rms_norm_backward(cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w),
-                                            rstd.data_ptr<float>(), cuda_ptr<scalar_t>(dx), partials.data_ptr<float>(),
+                   launch_rms_norm_backward(cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x),
+                                            cuda_ptr_or_null<scalar_t>(w), rstd.data_ptr<float>(),
+                                            cuda_ptr<scalar_t>(dx), partials.data_ptr<float>(),
                                             cuda_ptr<scalar_t>(dweight), rows, cols, stream));
     }
   });
@@ -242,7 +233,7 @@ Pair quant_cuda(const char* op, const at::Tensor& x_any, const at::Tensor& resid
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "rms_norm_quant", [&] {
     if constexpr (!std::is_same_v<scalar_t, double>) {
-      check_launch(op, launch_rms_norm_quant(cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(residual),
+      check_launch(op, launch_rms_norm_quant(cuda_ptr<scalar_t>(x), cuda_ptr_or_null<scalar_t>(residual),
                                              cuda_ptr<scalar_t>(w), q.data_ptr<int8_t>(), scale.data_ptr<float>(),
                                              rows_of(x), x.size(-1), static_cast<float>(eps), stream));
     }
