@@ -15,7 +15,7 @@ import torch
 from course.authoring import generate, kernel_limits, regions, run_notebook, units
 from course.authoring.solved_notebook import TemplateDrift, solved
 from course.authoring.student_path import Options, build_seconds, main, run_units
-from course.authoring.student_path_report import UnitRun, read_verdict
+from course.authoring.student_path_report import UnitRun, read_verdict, summary_line, write_summary
 from course.notebook import SOURCE_MAGIC
 
 DAY01 = "day01_relu_bias"
@@ -99,7 +99,8 @@ def test_a_cell_longer_than_its_template_is_refused():
 def test_a_notebook_without_a_files_cell_or_a_student_line_is_refused():
     unit = units.load(DAY01)
     notebook = student_notebook(DAY01)
-    notebook.cells = [cell for cell in notebook.cells if not cell.source.startswith(f"{SOURCE_MAGIC} {DAY01}/relu_bias.h")]
+    header = f"{SOURCE_MAGIC} {DAY01}/relu_bias.h"
+    notebook.cells = [cell for cell in notebook.cells if not cell.source.startswith(header)]
     with pytest.raises(TemplateDrift, match="no source cell for relu_bias.h"):
         solved(notebook, unit, "s1")
     notebook = student_notebook(DAY01)
@@ -174,6 +175,25 @@ def test_a_slow_perf_case_a_failed_build_and_a_wrong_value_fail(tmp_path):
                                         tags=("g", "cuda"))], gpus=0).ok  # nothing passed at all
 
 
+def test_the_summary_has_a_line_and_a_row_per_unit_with_its_times(tmp_path):
+    passed = UnitRun("day01_relu_bias", ok=True, notebook_s=15.4, build_s=[1.4], grading_s=196.0,
+                     grading_build_s=167.3, score=21.0, max_score=50.5, passed=24, not_run={"no GPU on the grading machine": 30},
+                     perf={"perf_large": 0.912})
+    drifted = UnitRun("day02_layernorm_forward", problem="day02_layernorm_forward/layernorm.cu: the cell differs")
+    assert summary_line(passed) == ("day01_relu_bias: PASS; notebook 15.4 s (builds 1.4 s), grading 196 s "
+                                    "(build 167.3 s); 21/50.5 points, 24 passed, 30 not run, 0 failed; "
+                                    "perf perf_large 0.91x")
+    assert summary_line(drifted) == ("day02_layernorm_forward: FAIL; notebook - (builds none), grading - (build -); "
+                                     "day02_layernorm_forward/layernorm.cu: the cell differs")
+    write_summary(str(tmp_path), [passed, drifted], {"t4": True})
+    table = (tmp_path / "summary.md").read_text()
+    assert "| day01_relu_bias | PASS | 15.4 | 1.4 | 196 | 167.3 | 21/50.5 | 24 | 30 | 0 |" in table
+    assert "| day02_layernorm_forward | FAIL: day02_layernorm_forward/layernorm.cu" in table and "T4 settings" in table
+    assert "- day01_relu_bias: not run: no GPU on the grading machine (30)" in table
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [unit["unit"] for unit in summary["units"]] == [passed.unit, drifted.unit] and summary["options"]["t4"]
+
+
 def test_build_seconds_reads_each_build_the_notebook_printed():
     text = f"Wrote x\nBuilt {DAY01} in 12.5 s\nBuilt day01_other in 3 s\nBuilt {DAY01} in 0.4 s\n"
     assert build_seconds(text, DAY01) == [12.5, 0.4]
@@ -182,7 +202,7 @@ def test_build_seconds_reads_each_build_the_notebook_printed():
 def test_the_kernel_of_a_release_run_cannot_import_the_checkouts_course(tmp_path):
     env = run_notebook.kernel_env(str(tmp_path), {"COURSE_RELEASE": str(tmp_path / "runtime")})
     found = subprocess.run([sys.executable, "-c", "import course"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True)
+                           text=True, check=False)
     assert found.returncode != 0 and "the course runtime is not installed here" in found.stderr
 
 
@@ -204,7 +224,7 @@ def test_a_kernel_limit_that_cannot_be_set_is_reported_and_the_kernel_goes_on(tm
                            "00-kernel-limits.py")
     env = dict(os.environ, **{kernel_limits.CORES: "not-a-core"})
     ran = subprocess.run([sys.executable, "-c", f"exec(open({startup!r}).read()); print('went on')"], env=env,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, check=False)
     assert ran.stdout == "went on\n" and "COURSE_KERNEL_CORES='not-a-core' not set" in ran.stderr
     assert kernel_limits.memory_fraction(15 * 2**30, 140 * 2**30) == pytest.approx(15 / 140)
     assert kernel_limits.memory_fraction(15 * 2**30, 8 * 2**30) == 1.0

@@ -119,7 +119,7 @@ def t4_build_environ() -> dict[str, str]:
 
 def build_seconds(text: str, unit: str) -> list[float]:
     """Each build's time the notebook printed ("Built <unit> in X s"), in order."""
-    return [float(seconds) for seconds in re.findall(rf"^Built {re.escape(unit)} in ([0-9.]+) s$", text, re.M)]
+    return [float(seconds) for seconds in re.findall(rf"^Built {re.escape(unit)} in ([0-9.]+) s$", text, re.MULTILINE)]
 
 
 def grade(unit: Unit, submission: str, out: str, options: Options, result: UnitRun) -> None:
@@ -127,7 +127,7 @@ def grade(unit: Unit, submission: str, out: str, options: Options, result: UnitR
     env = dict(os.environ, **(t4_build_environ() if options.t4 else {}))
     command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", unit.name, "--out", out]
     start = time.perf_counter()
-    finished = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    finished = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     result.grading_s = round(time.perf_counter() - start, 1)
     _write(os.path.join(out, "grade.txt"), finished.stdout + finished.stderr)
     results = os.path.join(out, "results.json")

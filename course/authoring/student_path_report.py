@@ -27,6 +27,7 @@ class UnitRun:
     notebook_s: float | None = None  # the notebook's run, top to bottom, kernel start included
     build_s: list[float] = field(default_factory=list)  # each "Built <unit> in X s" it printed
     grading_s: float | None = None  # the grading command, start to end
+    grading_build_s: float | None = None  # its build, on the grader's clock
     score: float | None = None
     max_score: float | None = None
     passed: int = 0
@@ -53,6 +54,8 @@ def read_verdict(path: str, result: UnitRun, gpus: int | None = None) -> None:
             result.failed.append(f"{test['name']}: {(output.strip().splitlines() or ['failed'])[0]}")
     result.not_run = dict(not_run)
     result.score = results.get("score")
+    build = results.get("extra_data", {}).get("timings", {}).get("build_s")
+    result.grading_build_s = None if build is None else round(build, 1)
     result.max_score = round(sum(test["max_score"] for test in results["tests"]), 2)
     perf = results.get("extra_data", {}).get("perf", {})
     result.perf = {name: round(entry["ratio"], 3) for name, entry in perf.items() if "ratio" in entry}
@@ -79,9 +82,10 @@ def gpu_count() -> int:
 
 
 def summary_line(result: UnitRun) -> str:
-    builds = ", ".join(f"{seconds:g}" for seconds in result.build_s) or "none"
-    parts = [f"{result.unit}: {'PASS' if result.ok else 'FAIL'}",
-             f"notebook {_seconds(result.notebook_s)} (builds {builds} s), grading {_seconds(result.grading_s)}"]
+    builds = ", ".join(f"{seconds:g}" for seconds in result.build_s) + " s" if result.build_s else "none"
+    times = (f"notebook {_seconds(result.notebook_s)} (builds {builds}), grading {_seconds(result.grading_s)} "
+             f"(build {_seconds(result.grading_build_s)})")
+    parts = [f"{result.unit}: {'PASS' if result.ok else 'FAIL'}", times]
     if result.score is not None:
         parts.append(f"{result.score:g}/{result.max_score:g} points, {result.passed} passed, "
                      f"{sum(result.not_run.values())} not run, {len(result.failed)} failed")
@@ -117,13 +121,14 @@ def write_summary(out: str, results: list[UnitRun], options: dict) -> None:
         json.dump({"machine": where, "options": options, "units": [asdict(result) for result in results]},
                   handle, indent=1)
         handle.write("\n")
-    rows = ["| unit | result | notebook s | builds s | grading s | points | passed | not run | failed |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    columns = ("unit", "result", "notebook s", "its builds s", "grading s", "its build s", "points", "passed",
+               "not run", "failed")
+    rows = ["| " + " | ".join(columns) + " |", "| --- " * len(columns) + "|"]
     for result in results:
         points = "-" if result.score is None else f"{result.score:g}/{result.max_score:g}"
         rows.append(f"| {result.unit} | {'PASS' if result.ok else 'FAIL: ' + result.problem} "
                     f"| {_number(result.notebook_s)} | {', '.join(f'{s:g}' for s in result.build_s) or '-'} "
-                    f"| {_number(result.grading_s)} | {points} | {result.passed} "
+                    f"| {_number(result.grading_s)} | {_number(result.grading_build_s)} | {points} | {result.passed} "
                     f"| {sum(result.not_run.values())} | {len(result.failed)} |")
     notes = [f"- {result.unit}: not run: {reason} ({count})" for result in results
              for reason, count in result.not_run.items()]
