@@ -14,7 +14,7 @@ import torch
 
 from course.authoring import generate, kernel_limits, regions, run_notebook, units
 from course.authoring.solved_notebook import TemplateDrift, solved
-from course.authoring.student_path import Options, build_seconds, main, run_units
+from course.authoring.student_path import Options, build_seconds, kernel_environ, main, parse, run_units
 from course.authoring.student_path_report import UnitRun, read_verdict, summary_line, write_summary
 from course.notebook import SOURCE_MAGIC
 
@@ -192,6 +192,26 @@ def test_the_summary_has_a_line_and_a_row_per_unit_with_its_times(tmp_path):
     assert "- day01_relu_bias: not run: no GPU on the grading machine (30)" in table
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [unit["unit"] for unit in summary["units"]] == [passed.unit, drifted.unit] and summary["options"]["t4"]
+
+
+def test_t4_gives_the_kernel_sm75_builds_two_cores_and_a_memory_cap(tmp_path):
+    plain = kernel_environ(str(tmp_path / "release"), str(tmp_path), Options((DAY01,)))
+    assert plain == {"COURSE_RELEASE": str(tmp_path / "release" / "runtime")}
+    environ = kernel_environ(str(tmp_path / "release"), str(tmp_path), Options((DAY01,), t4=True))
+    assert environ["TORCH_CUDA_ARCH_LIST"] == "7.5+PTX" and environ["MAX_JOBS"] == "2"
+    assert environ[kernel_limits.CORES] == ",".join(map(str, sorted(os.sched_getaffinity(0))[:2]))
+    assert environ[kernel_limits.GPU_MEMORY] == str(15 * 2**30)
+    assert os.path.exists(os.path.join(environ["IPYTHONDIR"], "profile_default", "startup", "00-kernel-limits.py"))
+
+
+def test_the_command_line_refuses_what_it_cannot_run(capsys):
+    assert parse(["day01_relu_bias", "--t4", "--student", "s9"]) == Options((DAY01,), student="s9", t4=True)
+    with pytest.raises(SystemExit):
+        parse(["day01_relu_bias", "--timeout", "0"])
+    assert "--timeout 0: expected a positive number of seconds" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["day99_nothing"])
+    assert "UNIT day99_nothing: expected units of this course: day01_relu_bias," in capsys.readouterr().err
 
 
 def test_build_seconds_reads_each_build_the_notebook_printed():

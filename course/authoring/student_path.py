@@ -12,7 +12,7 @@ the zip it wrote is graded by `python -m autograder grade` (course/authoring/stu
 reads the verdict). Prints a line per unit; --out DIR keeps summary.json, summary.md and each
 unit's notebook output and results.json. Exits 1 when a unit fails.
 
---t4 plays Colab's T4 on a bigger GPU: code for sm_75 alone (TORCH_CUDA_ARCH_LIST=7.5),
+--t4 plays Colab's T4 on a bigger GPU: code for sm_75 alone (TORCH_CUDA_ARCH_LIST=7.5+PTX),
 MAX_JOBS=2, the kernel on 2 cores and its GPU memory capped at 15 GiB
 (course/authoring/kernel_limits.py).
 """
@@ -33,7 +33,7 @@ from autograder import release
 from course.authoring import kernel_limits, run_notebook, student_path_report
 from course.authoring.solved_notebook import TemplateDrift, solved
 from course.authoring.student_path_report import UnitRun
-from course.authoring.units import REPO, Unit
+from course.authoring.units import REPO, Unit, all_units
 
 T4_MEMORY = 15 * 2**30
 T4_CORES = 2
@@ -113,8 +113,9 @@ def kernel_environ(folder: str, work: str, options: Options) -> dict[str, str]:
 
 
 def t4_build_environ() -> dict[str, str]:
-    """A T4's builds: code for sm_75 alone, as many compile jobs as its cores."""
-    return {"TORCH_CUDA_ARCH_LIST": "7.5", "MAX_JOBS": str(T4_CORES)}
+    """A T4's builds: code for sm_75 alone (with its PTX, which the driver compiles for the GPU
+    at hand: sm_75 code alone cannot load on a newer one), as many compile jobs as its cores."""
+    return {"TORCH_CUDA_ARCH_LIST": "7.5+PTX", "MAX_JOBS": str(T4_CORES)}
 
 
 def build_seconds(text: str, unit: str) -> list[float]:
@@ -155,6 +156,10 @@ def parse(argv: list[str] | None) -> Options:
     args = parser.parse_args(argv)
     if args.timeout <= 0:
         parser.error(f"--timeout {args.timeout}: expected a positive number of seconds")
+    known = [unit.name for unit in all_units()]
+    unknown = [name for name in args.units if name not in known]
+    if unknown:
+        parser.error(f"UNIT {', '.join(unknown)}: expected units of this course: {', '.join(known)}")
     return Options(tuple(args.units), args.out, args.release, args.student, args.t4, args.timeout)
 
 
