@@ -32,6 +32,11 @@
 #                                              output kept (OUT/notebook_UNIT.txt, OUT/UNIT.ipynb to
 #                                              commit); the student's to its TODO messages
 #                                              (OUT/student_UNIT.txt)
+#   scripts/gpu_check.sh student UNIT ...      the student path of each unit (scripts/student_path.sh):
+#                                              its release notebook solved, run and its zip graded,
+#                                              every test to pass (OUT/student/summary.md); T4=1
+#                                              plays Colab's T4 (sm_75 code alone, the notebook on
+#                                              2 cores, 15 GiB of GPU memory)
 #
 # OUT=folder keeps the logs (default /tmp/gpu_check). Wheels in .whl/ (nbclient, nbformat,
 # ipykernel and their needs) are installed first where no package index can be reached.
@@ -181,8 +186,12 @@ print(" ".join(u.name for u in units.all_units() if u.has_tests() and any(c.kind
     done
     exit $status
     ;;
+  student)
+    [ $# -gt 0 ] || { echo "student: name one or more units, e.g. day02_layernorm_forward" >&2; exit 2; }
+    scripts/student_path.sh "$@" --out "$OUT/student" ${T4:+--t4}
+    ;;
   *)
-    echo "unknown stage $stage: suite, grade, bench, class or notebook" >&2
+    echo "unknown stage $stage: suite, grade, bench, class, notebook or student" >&2
     exit 2
     ;;
 esac

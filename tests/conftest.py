@@ -81,9 +81,13 @@ def pytest_unconfigure(config):
 
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    # `slow` tests run only where a -m expression names them (-m slow).
+    skip_slow = None if "slow" in (config.getoption("markexpr") or "") else pytest.mark.skip(reason="slow: -m slow runs it")
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip)
+        if "slow" in item.keywords and skip_slow:
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture(scope="session")

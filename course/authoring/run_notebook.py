@@ -23,29 +23,43 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 
-def run(path: str, workdir: str, timeout: int = 900) -> tuple[bool, nbformat.NotebookNode, str]:
-    """Returns (ok, executed notebook, error text)."""
+def run(path: str, workdir: str, timeout: int = 900,
+        environ: dict[str, str] | None = None) -> tuple[bool, nbformat.NotebookNode, str]:
+    """Returns (ok, executed notebook, error text); `environ`: variables added to the kernel's."""
     os.makedirs(workdir, exist_ok=True)
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": workdir}})
     try:
-        client.execute(env=kernel_env(workdir))
+        client.execute(env=kernel_env(workdir, environ))
     except CellExecutionError as error:
         return False, notebook, str(error)
     return True, notebook, ""
 
 
-def kernel_env(workdir: str) -> dict[str, str]:
-    """The kernel's environment. What the notebook pip-installs goes to a folder of the run's
-    own, on the kernel's path, not to this Python's environment: a package's editable install
-    (day07) or the runtime's wheel would outlive the run."""
+def kernel_env(workdir: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The kernel's environment: this one with `environ` added. What the notebook pip-installs
+    goes to a folder of the run's own, on the kernel's path, not to this Python's environment:
+    a package's editable install (day07) or the runtime's wheel would outlive the run."""
+    env = dict(os.environ, **(environ or {}))
     target = os.path.join(os.path.abspath(workdir), ".pip_target")
     os.makedirs(target, exist_ok=True)
-    paths = [path for path in os.environ.get("PYTHONPATH", "").split(os.pathsep) if path]
-    if os.environ.get("COURSE_RELEASE"):  # as in Colab: no course on the path but what the notebook installs
+    paths = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
+    if env.get("COURSE_RELEASE"):  # as in Colab: no course on the path but what the notebook installs
         paths = [path for path in paths if not os.path.exists(os.path.join(path, "course", "__init__.py"))]
-    return dict(os.environ, PIP_TARGET=target, PYTHONPATH=os.pathsep.join([target, *paths]))
+        paths.insert(0, _hidden_checkout(workdir))
+    return dict(env, PIP_TARGET=target, PYTHONPATH=os.pathsep.join([target, *paths]))
+
+
+def _hidden_checkout(workdir: str) -> str:
+    """A folder whose `course` fails to import: on the path after the install folder, it hides
+    an editable install of the checkout (`pip install -e .`), whose finder Python asks only
+    after the path, until the notebook installs the runtime in front of it."""
+    folder = os.path.join(os.path.abspath(workdir), ".no_checkout")
+    os.makedirs(os.path.join(folder, "course"), exist_ok=True)
+    with open(os.path.join(folder, "course", "__init__.py"), "w", encoding="utf-8") as handle:
+        handle.write('raise ImportError("the course runtime is not installed here: the notebook installs it")\n')
+    return folder
 
 
 def with_outputs(original: nbformat.NotebookNode, executed: nbformat.NotebookNode) -> nbformat.NotebookNode:

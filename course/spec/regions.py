@@ -21,6 +21,7 @@ and, for a debugging lab, the bugs the starter code ships with:
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 _MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION|BEGIN BUG|PLANTED|END BUG)\s*(\w*)\s*$")
 _TRANSITIONS = {
@@ -95,6 +96,34 @@ def stubs(text: str, path: str = "<text>") -> list[str]:
         if previous == "solution":
             found.append("".join(lines) if kind == "stub" else "")
         previous = kind
+    return found
+
+
+class Piece(NamedTuple):
+    """A stretch of a marked file: `starter` is what the template has there, `solved` what the
+    solution has; `kind` is 'plain' (the two are the same), 'solution' or 'bug'."""
+    kind: str
+    starter: str
+    solved: str
+
+
+def pieces(text: str, path: str = "<text>") -> list[Piece]:
+    """The file as the pieces a student edits, in order: joined, the starters make
+    template_text and the solved texts solution_text."""
+    found, pending = [], None  # pending: a solution or fixed block whose starter text comes next
+    for kind, lines, _ in _split(text, path):
+        block = "".join(lines)
+        if kind in ("stub", "planted"):
+            found.append(Piece("solution" if kind == "stub" else "bug", block, pending))
+            pending = None
+            continue
+        if pending is not None:  # a solution region without a stub: the starter has nothing there
+            found.append(Piece("solution", "", pending))
+            pending = None
+        if kind in ("solution", "fixed"):
+            pending = block
+        elif block:
+            found.append(Piece("plain", block, block))
     return found
 
 
