@@ -59,6 +59,13 @@ def _grade_all(args) -> int:
     check_out_folder(args.parser, "--work", args.work)
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
+    from autograder.sandbox import SandboxError, check_works
+
+    try:
+        check_works(args.sandbox)  # student code: no grading starts where none can be confined
+    except SandboxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         gpus = batch.parse_gpus(args.gpus)
         submissions = collect.collect(args.submissions, unit)
