@@ -379,10 +379,10 @@ def cure(root: bool, bwrap: bool, needed: list[str]) -> str:
     closed = [(path, folder) for path in needed if (folder := _first_closed_folder(path))]
     if closed:
         path, folder = closed[0]
-        steps = [f"The sandbox's uid cannot reach {path}: {folder} lets no other user pass. Move the virtual "
-                 f"environment (or Python) to a folder every user may pass, such as /opt, or let them pass "
-                 f"(chmod o+x {folder})."]
-        return " ".join(steps + ["Or install bubblewrap (apt-get install bubblewrap)."] * (not bwrap))
+        move = (f"The sandbox's uid cannot reach {path}: {folder} lets no other user pass. Move the virtual "
+                f"environment (or Python) to a folder every user may pass, such as /opt, or let them pass "
+                f"(chmod o+x {folder}).")
+        return move + ("" if bwrap else " Or install bubblewrap (apt-get install bubblewrap).")
     if not bwrap:
         return install
     return "bubblewrap cannot make its namespaces here (in a container: allow them, e.g. with a seccomp profile)."

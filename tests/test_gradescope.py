@@ -11,9 +11,8 @@ import zipfile
 import pytest
 
 import clean_venv
-from autograder import gradescope
+from autograder import gradescope, results
 from autograder.__main__ import main
-from autograder import results
 from course.authoring import units
 
 pytestmark = pytest.mark.autograder
