@@ -80,7 +80,7 @@ _RUN = """#!/usr/bin/env bash
 # Gradescope runs this on every submission; it writes $ROOT/results/results.json.
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 VENV="${{GRADER_VENV:-/opt/grader}}"
-# One compiler at a time: the least memory a build can take (docs/gradescope.md: what to give it).
+# One compiler at a time: a build then needs the memory of its largest compile (docs/gradescope.md).
 export MAX_JOBS=1 CUDA_HOME="${{CUDA_HOME:-/usr/local/cuda}}" TORCH_CUDA_ARCH_LIST="${{TORCH_CUDA_ARCH_LIST:-7.5}}"
 # -P: the installed grader, never a folder of the same name where this runs.
 cd "$ROOT" && exec "$VENV/bin/python" -P -m autograder.gradescope --unit {unit} \\
