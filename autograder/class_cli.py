@@ -40,7 +40,10 @@ def _gradescope(args) -> int:
         args.parser.error(f"OUT {args.out!r}: expected a path ending in .zip")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         args.parser.error(f"OUT {args.out!r}: the folder to write it in does not exist")
-    print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
+    try:
+        print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
+    except FileNotFoundError as error:  # an installed grader, without the project's pyproject.toml
+        args.parser.error(str(error))
     return 0
 
 

@@ -39,8 +39,8 @@ NOTE = ("Immediate feedback from a machine without a GPU: the build and the CPU-
 GPU_ENTRY = "GPU cases: graded later"
 # What `pip install` of the zip's copy reads beside the packages (pyproject.toml names README.md).
 PROJECT_FILES = ("pyproject.toml", "README.md")
-# Bytecode, the attacks on the grader (tests only), and what grading never reads: the answer
-# key, the mutants and the lab's planted bugs stay off the machine students' code runs on.
+# The attacks on the grader (tests only), and what grading never reads: the answer key, the
+# mutants and the lab's planted bugs stay off the machine students' code runs on.
 _SKIP = ("hostile", "answers.md", "mutants.toml", "planted_bugs.toml")
 
 _SETUP = """#!/usr/bin/env bash
