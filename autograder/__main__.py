@@ -5,7 +5,9 @@ python -m autograder {gradescope,grade-all,slurm,merge} ...  (running a class: R
 `grade` grades a notebook, folder or zip; `reference` grades the course's own
 reference solutions (every unit unless named) and prints their reports.
 Student code runs in a sandbox (docs/security.md): `--sandbox auto` takes the best that
-works here; `--sandbox none` runs it unprotected, for local debugging only.
+works here, and a machine where none works refuses to grade, saying what would make one
+work; `--sandbox none` runs it unprotected, for local debugging only. The reference
+solutions are the course's own code: `reference` runs them without a sandbox unless asked.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
         sub.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for the whole grading")
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
+    reference_parser.set_defaults(sandbox="none")  # trusted code: no sandbox needed
     class_cli.add_commands(commands)
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a student's text may hold what UTF-8 cannot encode
@@ -72,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     class_cli.check_out_folder(parser, "--out", args.out)
     class_cli.check_out_folder(parser, "--work", args.work)
     class_cli.check_time_limit(parser, args.time_limit)
-    if args.sandbox == "none":
+    if args.command == "reference" and args.sandbox == "none":
+        print("Grading the course's own reference solutions: trusted code, run without a sandbox "
+              "(--sandbox auto confines them too).", file=sys.stderr)
+    elif args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
     options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests))
 

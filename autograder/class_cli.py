@@ -30,7 +30,10 @@ def _gradescope(args) -> int:
         args.parser.error(f"OUT {args.out!r}: expected a path ending in .zip")
     if not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
         args.parser.error(f"OUT {args.out!r}: the folder to write it in does not exist")
-    print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
+    try:
+        print(f"wrote {gradescope.write_zip(units.load(args.unit), args.out)}")
+    except FileNotFoundError as error:  # an installed grader, without the project's pyproject.toml
+        args.parser.error(str(error))
     return 0
 
 
@@ -105,6 +108,13 @@ def _grade_all(args) -> int:
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
     roster, due = _roster(args), _due(args)
+    from autograder.sandbox import SandboxError, check_works
+
+    try:
+        check_works(args.sandbox)  # student code: no grading starts where none can be confined
+    except SandboxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         gpus = batch.parse_gpus(args.gpus)
         submissions = collect.collect(args.submissions, unit)
@@ -156,18 +166,23 @@ def _slurm(args) -> int:
     except ValueError as error:
         args.parser.error(str(error))
     count = len(submissions)
-    for name in ("gpus_per_task", "cpus_per_task", "per_shard", "jobs"):
+    for name in ("gpus_per_task", "cpus_per_task", "per_shard", "jobs", "at_once"):
         least = 0 if name == "gpus_per_task" else 1
         if getattr(args, name) is not None and getattr(args, name) < least:
             args.parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a whole number, "
                               f"{least} or more")
-    for option in args.sbatch_option:  # each is one #SBATCH line of the script
-        if "\n" in option or "\r" in option:
-            args.parser.error(f"--sbatch-option {option!r}: expected one line, such as --partition=gpu")
+    lines = [("--sbatch-option", o, "--partition=gpu") for o in args.sbatch_option]  # each one #SBATCH line
+    lines += [("--merge-sbatch-option", o, "--partition=cpu") for o in args.merge_sbatch_option]
+    lines += [("--setup", line, "'module load cuda'") for line in args.setup]
+    for flag, line, example in lines:
+        if "\n" in line or "\r" in line:
+            args.parser.error(f"{flag} {line!r}: expected one line, such as {example}")
     shards = max(1, min(count, math.ceil(count / args.per_shard)))
     job = slurm.Job(os.path.abspath(args.submissions), args.unit, os.path.abspath(args.out), shards,
-                    args.gpus_per_task, args.cpus_per_task, args.mem, args.time, args.jobs, args.sandbox,
-                    args.sbatch_option)
+                    gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task, memory=args.mem,
+                    time=args.time, jobs=args.jobs, sandbox=args.sandbox, sbatch_options=args.sbatch_option,
+                    at_once=args.at_once, setup=args.setup, merge_time=args.merge_time,
+                    merge_options=args.merge_sbatch_option)
     submit = slurm.write(job)
     gradebook.write_expected(os.path.abspath(args.out), submissions)  # the merge names any a shard never reached
     print(f"wrote {os.path.dirname(submit)}/grade.sbatch ({shards} tasks), merge.sbatch and submit.sh")
@@ -238,6 +253,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     slurm.add_argument("--jobs", type=int, help="gradings at once in a task (default: grade-all's)")
     slurm.add_argument("--sandbox", choices=MODES, default="auto")
     slurm.add_argument("--sbatch-option", action="append", default=[], metavar="OPTION",
-                       help="an extra #SBATCH line, e.g. --partition=gpu (repeatable)")
+                       help="an extra #SBATCH line of the array, e.g. --partition=gpu (repeatable)")
+    slurm.add_argument("--at-once", type=int, metavar="K", help="array tasks running at once (--array=...%%K)")
+    slurm.add_argument("--setup", action="append", default=[], metavar="LINE",
+                       help="a shell line run before the command in each job, e.g. 'module load cuda' (repeatable)")
+    slurm.add_argument("--merge-time", default="00:30:00", help="time limit of the merge job (one core, no GPU)")
+    slurm.add_argument("--merge-sbatch-option", action="append", default=[], metavar="OPTION",
+                       help="an extra #SBATCH line of the merge job, e.g. --partition=cpu (repeatable); "
+                            "it takes none of the array's")
     slurm.add_argument("--submit", action="store_true", help="run submit.sh now")
     slurm.set_defaults(run=_slurm, parser=slurm)

@@ -185,9 +185,9 @@ class Sandbox:
                 return sandbox
             sandbox.close()
             tried.append(f"{mode}{' with a uid of its own' if own_uid else ''}: {problem}")
-        raise SandboxError("no sandbox works on this machine (" + "; ".join(tried) + "). Install bubblewrap "
-                           "(apt-get install bubblewrap), or grade as root; --sandbox none runs student code "
-                           "unprotected, for local debugging only")
+        raise SandboxError(f"no sandbox works on this machine ({'; '.join(tried) or 'none to try'}). "
+                           + cure(os.geteuid() == 0, shutil.which("bwrap") is not None, _paths_a_run_reads())
+                           + " --sandbox none runs student code unprotected, for local debugging only.")
 
     def _try(self, work: str, env: dict) -> str:
         """'' when a run works: it imports the course's build module and finds torch."""
@@ -340,6 +340,13 @@ class Sandbox:
         return {"mode": self.mode, "uid": self.uid, "shared_ccache": bool(self.ccache_dir)}
 
 
+def check_works(requested: str) -> None:
+    """Raise SandboxError, naming the cure, unless a sandbox of mode `requested` works here:
+    before a batch starts, rather than in each of its gradings."""
+    with tempfile.TemporaryDirectory(prefix="sandbox_check_") as work:
+        Sandbox.open(requested, work).close()
+
+
 def python_command(*args: str) -> list[str]:
     """This Python, not putting the working folder on sys.path (the sandbox can write it)."""
     return [sys.executable, "-P", *args]
@@ -357,6 +364,46 @@ def _candidates(requested: str) -> list[tuple[str, bool]]:
         "auto": [("bwrap", True)] * (root and bwrap) + [("uid", True)] * root + [("bwrap", False)] * bwrap,
     }
     return choices[requested]
+
+
+def cure(root: bool, bwrap: bool, needed: list[str]) -> str:
+    """What would make a sandbox work on this machine, for the error saying none does. `needed`:
+    what a run under a uid of its own must reach (this Python, its packages, the grader)."""
+    install = "Install bubblewrap (apt-get install bubblewrap)."
+    if not root:
+        if not bwrap:
+            return install + " Without it, only root can run student code as a uid of its own."
+        return ("bubblewrap cannot make its namespaces here: allow unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also "
+                "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root.")
+    closed = [(path, folder) for path in needed if (folder := _first_closed_folder(path))]
+    if closed:
+        path, folder = closed[0]
+        move = (f"The sandbox's uid cannot reach {path}: {folder} lets no other user pass. Move the virtual "
+                f"environment (or Python) to a folder every user may pass, such as /opt, or let them pass "
+                f"(chmod o+x {folder}).")
+        return move + ("" if bwrap else " Or install bubblewrap (apt-get install bubblewrap).")
+    if not bwrap:
+        return install
+    return "bubblewrap cannot make its namespaces here (in a container: allow them, e.g. with a seccomp profile)."
+
+
+def _first_closed_folder(path: str) -> str | None:
+    """The outermost folder on the way to `path`, as named, that other users may not pass, or None."""
+    named = os.path.abspath(path)
+    for folder in [*_ancestors(named), named] if os.path.isdir(named) else _ancestors(named):
+        with contextlib.suppress(OSError):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return folder
+    return None
+
+
+def _paths_a_run_reads() -> list[str]:
+    """What a run under a uid of its own reads first: this Python (as named and as resolved),
+    its packages and the grader's."""
+    import site
+
+    return [sys.executable, os.path.realpath(sys.executable), sys.prefix, *site.getsitepackages(), PACKAGE_ROOT]
 
 
 def _paths_runs_need(env: dict) -> list[str]:

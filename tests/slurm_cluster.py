@@ -3,6 +3,7 @@ slurm-wlm), for tests; installed with apt where it is missing and that is allowe
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 
@@ -25,6 +26,22 @@ def missing_reason() -> str | None:
         if subprocess.run(install, capture_output=True, env=env).returncode != 0:
             return "apt-get could not install slurm-wlm and munge (no network or no Debian archive?)"
     return None
+
+
+GPUS = 2  # GPUs the node declares, so that slurmctld validates and hands out a GPU request
+
+
+def _gres_conf(folder: str, host: str) -> str:
+    """The node's GPUs: stand-in device nodes (copies of /dev/null), as slurmd drops a GPU without
+    a File. Tasks get CUDA_VISIBLE_DEVICES; what runs on this machine's own GPUs, if any, is
+    unchanged (task/none binds no device)."""
+    for index in range(GPUS):
+        path = os.path.join(folder, f"gpu{index}")
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:  # no CAP_MKNOD: slurmd logs that a plain file is no device, and counts it
+            open(path, "w").close()
+    return f"NodeName={host} Name=gpu File={folder}/gpu[0-{GPUS - 1}]\n"
 
 
 def _conf(folder: str, host: str) -> str:
@@ -50,7 +67,8 @@ JobAcctGatherType=jobacct_gather/none
 SlurmctldLogFile={folder}/slurmctld.log
 SlurmdLogFile={folder}/slurmd.log
 ReturnToService=2
-NodeName={host} CPUs={os.cpu_count()} State=UNKNOWN
+GresTypes=gpu
+NodeName={host} CPUs={os.cpu_count()} Gres=gpu:{GPUS} State=UNKNOWN
 PartitionName=grading Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
@@ -72,6 +90,8 @@ class Cluster:
                         f"--pid-file={munge}/pid", f"--log-file={munge}/log", f"--seed-file={munge}/seed"], check=True)
         with open(self.conf, "w") as handle:
             handle.write(_conf(self.folder, self.host))
+        with open(os.path.join(self.folder, "gres.conf"), "w") as handle:  # read beside slurm.conf
+            handle.write(_gres_conf(self.folder, self.host))
         for daemon in ("slurmctld", "slurmd"):
             subprocess.run([f"/usr/sbin/{daemon}", "-f", self.conf], check=True)
         deadline = time.monotonic() + 60

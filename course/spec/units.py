@@ -20,7 +20,17 @@ from course import suites
 from course.build import BUILD_KINDS, LOAD_KINDS, Plan
 from course.spec import regions
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def _course_root() -> str:
+    """The folder holding solutions/: the checkout this code runs from, else the copy that
+    `pip install .` puts beside the grader (autograder/solutions/, pyproject.toml's package data)."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(checkout, "pyproject.toml")) and os.path.isdir(os.path.join(checkout, "solutions")):
+        return checkout
+    return os.path.join(checkout, "autograder")
+
+
+REPO = _course_root()
 
 
 @dataclass(frozen=True)
