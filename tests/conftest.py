@@ -79,6 +79,17 @@ def pytest_unconfigure(config):
     precompiled_header.stop(getattr(config, "making_header", None))
 
 
+# The edit-test loop (`scripts/test.sh -m fast`, under 3 minutes on 2 cores): the modules whose
+# tests build and grade nothing, less any test of theirs that does (autograder, notebook, slow).
+FAST_MODULES = {
+    "test_answer_keys", "test_bench_unit", "test_class_cli", "test_class_inputs", "test_environment_file",
+    "test_generated", "test_grade_stages", "test_gradebook_records", "test_hints", "test_import_graph",
+    "test_pacing", "test_regions", "test_release", "test_runtime_package", "test_student_path",
+    "test_written_answers",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the markers added here
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     # `slow` tests run only where a -m expression names them (-m slow).
@@ -88,6 +99,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
         if "slow" in item.keywords and skip_slow:
             item.add_marker(skip_slow)
+        slow_kinds = ("autograder", "notebook", "slow", "gpu")
+        if item.module.__name__ in FAST_MODULES and not any(kind in item.keywords for kind in slow_kinds):
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")
