@@ -142,7 +142,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     gradescope.add_argument("out", help="the zip to write (OUT.zip)")
     gradescope.set_defaults(run=_gradescope, parser=gradescope)
 
-    from autograder.grade import TIME_LIMIT
+    from autograder.grade_options import TIME_LIMIT
     from autograder.sandbox import MODES
 
     grade_all = commands.add_parser("grade-all", help="grade a class: a folder of submissions or a Gradescope export")
