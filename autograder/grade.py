@@ -1,12 +1,13 @@
 """Grade one submission of one unit. This process never loads student code: it builds in a
 child, runs each group of cases in fresh children, and judges here. `grade` runs the stages of
-autograder/stages/ in order:
+autograder/stages/ in this order:
 
-    plan       which cases run, grouped, perf groups last (before the build, so that...)
-    baselines  ...the reference's fetch starts now, beside the student's build
+    plan       which cases run, in which groups, perf groups last
+    baselines  where a perf case runs, the reference's fetch starts (autograder/baselines.py):
+               planned before the build so that a cold build of it runs beside the student's
     read       the submission into the unit's files
-    build      in the sandbox (or the copy a batch's first step kept)
-    run        each group in fresh children, judged as it ends (a case runs where those it needs passed)
+    build      in the sandbox, or the copy of the build a batch's first step kept
+    run        each group in fresh children, judged as it ends: a case runs where those it needs passed
     report     the verdicts as the report's entries
     extras     a package's own tests and a notebook's written answers, worth no points"""
 from __future__ import annotations
@@ -28,7 +29,7 @@ from course.authoring.units import Unit
 def grade(submission: str, unit: Unit, options: GradeOptions | None = None) -> Grade:
     """Grade `submission` (a notebook, folder or zip) in a new folder under options.work,
     removed at the end with every process the grading started."""
-    options = options or GradeOptions()
+    options = GradeOptions() if options is None else options
     if not isinstance(options, GradeOptions):
         raise TypeError(f"options must be a GradeOptions, not {type(options).__name__}")
     with open_grading(unit, options) as grading:
