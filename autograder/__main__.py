@@ -12,19 +12,21 @@ solutions are the course's own code: `reference` runs them without a sandbox unl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 import tempfile
 
 from autograder import class_cli, report
-from autograder.grade import TIME_LIMIT, grade
+from autograder.grade import grade
+from autograder.grade_options import TIME_LIMIT, GradeOptions
 from autograder.sandbox import MODES, SandboxError
 from course.spec import units
 
 
-def _grade_and_report(submission: str, unit, out: str, **options) -> bool:
-    result = grade(submission, unit, **options)
+def _grade_and_report(submission: str, unit, out: str, options: GradeOptions) -> bool:
+    result = grade(submission, unit, options)
     path = report.write(result, out)  # first: nothing printed after it can cost the report
     print(report.table(result))
     print(f"wrote {path}")
@@ -80,15 +82,17 @@ def main(argv: list[str] | None = None) -> int:
               "(--sandbox auto confines them too).", file=sys.stderr)
     elif args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
-    options = dict(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests))
+    options = GradeOptions(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work,
+                           tests=tuple(args.tests))
 
     try:
         if args.command == "grade":
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
-            _grade_and_report(args.submission, units.load(args.unit), args.out, seed=args.seed,
-                              gpu_lock=args.gpu_lock, own_tests=not args.no_own_tests, keep_build=args.keep_build,
-                              prebuilt=args.prebuilt, **options)
+            options = dataclasses.replace(options, seed=args.seed, gpu_lock=args.gpu_lock,
+                                          own_tests=not args.no_own_tests, keep_build=args.keep_build,
+                                          prebuilt=args.prebuilt)
+            _grade_and_report(args.submission, units.load(args.unit), args.out, options)
             return 0
         ok = True
         for unit in units.all_units():
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             with tempfile.TemporaryDirectory() as folder:
                 unit.write("solution", folder)
-                ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), **options)
+                ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), options)
         return 0 if ok else 1
     except SandboxError as error:
         print(f"error: {error}", file=sys.stderr)

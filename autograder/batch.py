@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from autograder import gradebook, precompiled_header
 from autograder.collect import Submission
-from autograder.grade import child_env, gpu_capability, gpu_probe_env, perf_runs_here
+from autograder.machine import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
 from autograder.sandbox import CPUS
 from autograder.untrusted_files import finite_number, is_regular_file, open_regular

@@ -196,7 +196,7 @@ def _unit_names() -> list[str]:
 
 
 def _add_grade_all(commands: argparse._SubParsersAction) -> None:
-    from autograder.grade import TIME_LIMIT
+    from autograder.grade_options import TIME_LIMIT
     from autograder.sandbox import MODES
 
     grade_all = commands.add_parser("grade-all", help="grade a class: a folder of submissions or a Gradescope export")

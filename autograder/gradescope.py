@@ -141,8 +141,10 @@ def gpu_cases_later(result: Grade, unit: Unit) -> Grade:
 def feedback(unit: Unit, submission: str, **options) -> dict:
     """results.json's content for the submission (a folder as Gradescope leaves it)."""
     from autograder.grade import grade
+    from autograder.grade_options import GradeOptions
 
-    result = grade(entry_point(submission, unit), unit, has_gpu=False, tests=cases_on_submit(unit), **options)
+    options = GradeOptions(has_gpu=False, tests=cases_on_submit(unit), **options)
+    result = grade(entry_point(submission, unit), unit, options)
     data = report.results_json(gpu_cases_later(result, unit))
     data["output"] = NOTE + "\n\n" + data["output"]
     return data

@@ -126,7 +126,7 @@ def start(base: str) -> tuple[str, subprocess.Popen | None]:
         return "", None
     if made(where):
         return where, None
-    from autograder.grade import child_env  # the grader's children's environment, the course importable
+    from autograder.machine import child_env  # the grader's children's environment, the course importable
 
     with open(where + ".log", "w") as log:
         process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=child_env(None),

@@ -6,7 +6,7 @@ the first set twice more (autograder/timed_kernels.py), so these seconds add up 
     python bench/judge_cost.py [UNIT ...] [--seed 7] [--groups] [--slice N]
 
 --groups: instead, each perf group's input sets made one case after another and, as the
-grader makes them (autograder/grade.py), side by side. --slice N: compare N elements at a time
+grader makes them (autograder/stages/run.py), side by side. --slice N: compare N elements at a time
 instead of course.judge.SLICE, to weigh that choice (run two of these at once to see it beside
 another busy process).
 
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from autograder.grade import _input_sets  # noqa: E402
+from autograder.stages.run import input_sets_of  # noqa: E402
 from course import judge  # noqa: E402
 from course.cases import generator_for, make_input_sets  # noqa: E402
 from course.judge import _values_problems  # noqa: E402
@@ -85,7 +85,7 @@ def _groups(units: list, seed: int) -> None:
         for group, cases in groups.items():
             alone_s, made = _seconds(lambda: [make_input_sets(spec, case, seed) for _, case in cases])
             del made
-            together_s, made = _seconds(lambda: _input_sets(spec, cases, seed))
+            together_s, made = _seconds(lambda: input_sets_of(spec, cases, seed))
             del made
             print(f"| {unit.name} | {group} | {len(cases)} | {alone_s:.1f} | {together_s:.1f} |", flush=True)
 

@@ -9,6 +9,7 @@ import pytest
 
 from autograder import report
 from autograder.grade import grade
+from autograder.grade_options import GradeOptions
 from conftest import GPUS, absent
 from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
 from course.lab import TESTS
@@ -21,7 +22,8 @@ UNITS = [u for u in units.all_units() if u.has_tests()]
 
 def _grade(unit, source_dir, tmp_path, seed=7, own_tests=False, tests=()):
     """own_tests: a package's own tests/ too (the reference's must pass; a mutant's say nothing)."""
-    result = grade(str(source_dir), unit, seed=seed, work=str(tmp_path / "work"), own_tests=own_tests, tests=tests)
+    result = grade(str(source_dir), unit, GradeOptions(seed=seed, work=str(tmp_path / "work"), own_tests=own_tests,
+                                                        tests=tests))
     path = report.write(result, str(tmp_path / "out"))
     with open(path) as handle:
         data = json.load(handle)  # valid JSON, whatever the submission did

@@ -27,7 +27,7 @@ from autograder import batch, collect, gradebook
 from autograder.__main__ import main
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
-from autograder.grade import GPU_PROBE_ENV, child_env
+from autograder.machine import GPU_PROBE_ENV, child_env
 from autograder.runner import GroupRunner
 from autograder.sandbox import Sandbox
 from course.cases import make_input_sets
@@ -145,7 +145,7 @@ def test_a_cgroups_memory_limit_bounds_the_batch(tmp_path, cgroup, limit_file, t
 def test_a_grading_counts_only_the_cores_it_may_run_on():
     """Under taskset (or a Slurm task's cpuset) a lone grading's compilers and CPU-time limits
     follow the cores it was given, not the machine's."""
-    script = ("import os; os.environ.pop('MAX_JOBS', None); from autograder.grade import child_env; "
+    script = ("import os; os.environ.pop('MAX_JOBS', None); from autograder.machine import child_env; "
               "from autograder.sandbox import CPUS; print(CPUS, child_env(None)['MAX_JOBS'])")
     env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
     out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", script], env=env, cwd=REPO,
@@ -273,7 +273,7 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
 def test_a_grading_takes_the_batchs_answer_for_its_gpu_and_asks_only_for_others(monkeypatch):
     """grade-all probes each GPU once and hands the answer to the gradings on it: a grading
     starts no process of its own to ask, unless it runs on other GPUs than the answer's."""
-    from autograder import grade as grade_module
+    from autograder import machine
 
     probes = []
     real_run = subprocess.run
@@ -282,16 +282,16 @@ def test_a_grading_takes_the_batchs_answer_for_its_gpu_and_asks_only_for_others(
         probes.append(options["env"].get("CUDA_VISIBLE_DEVICES"))
         return real_run(command, **options)
 
-    monkeypatch.setattr(grade_module.subprocess, "run", counted)
+    monkeypatch.setattr(machine.subprocess, "run", counted)
     monkeypatch.setenv(GPU_PROBE_ENV, json.dumps(["3", "9.0", 1]))
-    grade_module._gpus_of.cache_clear()
+    machine.gpus_of.cache_clear()
     try:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-        assert grade_module.gpu_capability() == "9.0" and grade_module.gpu_count() == 1 and probes == []
+        assert machine.gpu_capability() == "9.0" and machine.gpu_count() == 1 and probes == []
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU visible: this one it asks
-        assert grade_module.gpu_capability() is None and probes == [""]
+        assert machine.gpu_capability() is None and probes == [""]
     finally:
-        grade_module._gpus_of.cache_clear()
+        machine.gpus_of.cache_clear()
 
 
 def test_the_reference_is_built_before_the_gradings_where_its_perf_cases_run(monkeypatch):

@@ -18,6 +18,7 @@ import pytest
 
 from autograder import report
 from autograder.grade import grade
+from autograder.grade_options import GradeOptions
 from autograder.sandbox import Sandbox
 from course.spec import mutants, units
 from helpers import built_unit
@@ -138,9 +139,10 @@ def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
         pytest.skip(f"its verdict needs the {mutant.sandbox} sandbox, which this machine cannot run")
     secret = _secret_for_the_taking(tmp_path)
     monkeypatch.setenv("GRADER_SECRET", secret)
-    options = dict(time_limit=mutant.time_limit) if mutant.time_limit else {}
-    result = grade(_submission(mutant, tmp_path), UNIT, seed=SEED, work=str(tmp_path / "work"), has_gpu=False,
-                   tests=mutant.tests, case_timeout=mutant.case_timeout or None, **options)
+    limit = dict(time_limit=mutant.time_limit) if mutant.time_limit else {}
+    options = GradeOptions(seed=SEED, work=str(tmp_path / "work"), has_gpu=False, tests=mutant.tests,
+                           case_timeout=mutant.case_timeout or None, **limit)
+    result = grade(_submission(mutant, tmp_path), UNIT, options)
     ended = time.time()
     with open(report.write(result, str(tmp_path / "out"))) as handle:
         _check(mutant, json.load(handle), tmp_path, ended, secret)

@@ -85,11 +85,11 @@ def test_a_perf_result_needs_a_timing_that_is_a_number_and_every_sets_outputs():
 def test_a_reference_that_raised_on_a_perf_case_leaves_it_not_run():
     """The grader's side failing (the reference out of memory, say) is not the student's fault:
     the case is reported as not run, with the reference's error, not as a malformed result."""
-    from autograder.grade import _verdict
+    from autograder.stages.judge import verdict as judged
 
     case, input_sets, good = _perf_result()
     baseline = {"exception": "RuntimeError: CUDA out of memory"}
-    verdict = _verdict(SPEC, case, input_sets, good, baseline, frozenset())
+    verdict = judged(SPEC, case, input_sets, good, baseline, frozenset())
     assert not verdict.passed
     assert verdict.message.startswith("not run: the reference could not be timed here"), verdict.message
     assert "CUDA out of memory" in verdict.message
@@ -98,14 +98,14 @@ def test_a_reference_that_raised_on_a_perf_case_leaves_it_not_run():
 def test_a_result_that_breaks_a_check_fails_its_case_only(monkeypatch):
     """Whatever a forged result does to the checks themselves, it costs that case a failed
     verdict: the grading goes on and writes its report."""
-    from autograder import grade as grade_module
+    from autograder.stages import judge as judge_stage
 
     def broken(*args):
         raise OverflowError("a check met a value it did not foresee")
 
-    monkeypatch.setattr(grade_module, "result_problem", broken)
+    monkeypatch.setattr(judge_stage, "result_problem", broken)
     case, input_sets, good = _perf_result()
-    verdict = grade_module._verdict(SPEC, case, input_sets, good, None, frozenset())
+    verdict = judge_stage.verdict(SPEC, case, input_sets, good, None, frozenset())
     assert not verdict.passed and "could not judge this result (OverflowError" in verdict.message
 
 
@@ -494,11 +494,11 @@ def test_the_profiled_call_at_the_timed_size_runs_as_the_timer_runs_it():
 def test_input_sets_made_side_by_side_are_each_cases_own():
     """The grader makes a group's input sets in threads; each case still gets the sets of its
     own name and the run's seed, as course.cases.make_input_sets makes them alone."""
-    from autograder.grade import _input_sets
+    from autograder.stages.run import input_sets_of
 
     spec = units.load("day02_layernorm_forward").tests(hidden=True)
     ready = list(enumerate(spec.CASES))
-    made = _input_sets(spec, ready, seed=3)
+    made = input_sets_of(spec, ready, seed=3)
     assert sorted(made) == [index for index, _ in ready]
     for index, case in ready:
         alone = make_input_sets(spec, case, 3)

@@ -14,6 +14,7 @@ import torch
 
 from autograder import report, results
 from autograder.grade import grade
+from autograder.grade_options import GradeOptions
 from autograder.results import Grade
 from course import bench
 from course.cases import Case, check_needs, make_input_sets
@@ -112,8 +113,8 @@ def graded(toy):
             (folder / "row_softmax.py").write_text(SUBMISSIONS[kind])
             with pytest.MonkeyPatch.context() as patch:
                 patch.setenv("OMP_NUM_THREADS", "1")  # one thread per child: steadier timings on a busy CPU
-                result = grade(str(folder), unit, seed=3, work=str(root / f"{kind}.work"), has_gpu=False,
-                               keep_work=True)
+                result = grade(str(folder), unit, GradeOptions(seed=3, work=str(root / f"{kind}.work"),
+                                                               has_gpu=False, keep_work=True))
             path = report.write(result, str(root / f"{kind}.out"))
             with open(path) as handle:
                 data = json.load(handle)
@@ -503,7 +504,7 @@ def test_a_reference_that_cannot_run_leaves_the_perf_cases_not_run(tmp_path):
     submission = tmp_path / "fast"
     submission.mkdir()
     (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
-    result = grade(str(submission), unit, seed=3, work=str(tmp_path / "work"), has_gpu=False)
+    result = grade(str(submission), unit, GradeOptions(seed=3, work=str(tmp_path / "work"), has_gpu=False))
     by_name = {t.name: t for t in result.tests}
     assert by_name["build"].passed and by_name["cpu_values"].passed, report.table(result)
     for name in ("cpu_perf", "cpu_perf_unchecked"):
@@ -539,11 +540,12 @@ def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, mon
     in a thread, and the student's build runs meanwhile."""
     import threading
 
+    from autograder import baselines as baselines_module
     from autograder import grade as grade_module
 
     unit = toy[0]
     started = threading.Event()
-    real_reference, real_build = grade_module.reference, grade_module._read_and_build
+    real_reference, real_build = baselines_module.reference, grade_module.build_sources
 
     def reference(*args, **options):
         started.set()
@@ -553,13 +555,13 @@ def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, mon
         assert started.wait(30), "the student's build began and no reference was being fetched"
         return real_build(*args, **options)
 
-    monkeypatch.setattr(grade_module, "reference", reference)
-    monkeypatch.setattr(grade_module, "_read_and_build", build)
+    monkeypatch.setattr(baselines_module, "reference", reference)
+    monkeypatch.setattr(grade_module, "build_sources", build)
     submission = tmp_path / "fast"
     submission.mkdir()
     (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
-    result = grade(str(submission), unit, seed=3, work=str(tmp_path / "work"), has_gpu=False,
-                   tests=("cpu_values", "cpu_perf"))
+    result = grade(str(submission), unit, GradeOptions(seed=3, work=str(tmp_path / "work"), has_gpu=False,
+                                                       tests=("cpu_values", "cpu_perf")))
     # Both ran against the fetched reference (how fast the toy ran is not this test's concern:
     # other tests share the machine's cores).
     judged = {t.name for t in result.tests if t.passed or t.fraction is not None}

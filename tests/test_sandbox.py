@@ -235,7 +235,7 @@ def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     """The course's solutions hold what students must never read: reference sources, answer keys,
     mutants, the hidden cases. A bwrap run sees their folder empty but for the suite files a
     child imports: the public suite and the shared pieces."""
-    from autograder.grade import suite_files
+    from autograder.suite_access import suite_files
     from course.spec import units
 
     unit = units.load("day01_relu_bias")
@@ -309,7 +309,7 @@ def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
     hold it, so that another grading's perf cases wait out their time. /var/tmp, because bwrap
     hides all of /tmp anyway."""
     from autograder.gpu_lock import GpuLock
-    from autograder.grade import hidden_from_runs
+    from autograder.suite_access import hidden_from_runs
     from course.spec import units
 
     if not os.path.isdir("/var/tmp"):

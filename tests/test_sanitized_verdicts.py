@@ -8,7 +8,7 @@ import torch
 
 from autograder import sanitized
 from autograder.deadline import Deadline
-from autograder.grade import child_env
+from autograder.machine import child_env
 from autograder.sandbox import Sandbox
 from course.judge import Verdict
 from course.sanitize import ERROR_EXIT, SANITIZER

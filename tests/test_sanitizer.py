@@ -5,6 +5,7 @@ import pytest
 
 from autograder import report
 from autograder.grade import grade
+from autograder.grade_options import GradeOptions
 from conftest import HAS_GPU
 from course.lab import TESTS
 from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
@@ -65,7 +66,8 @@ def test_the_grader_takes_the_points_of_a_planted_bug_s_tool(unit, bug, tmp_path
     tool's slowed run too, which then rightly fails it."""
     mutants.write(unit, bug, str(tmp_path / "submission"))
     sanitized = tuple(case.name for case in unit.tests().CASES if case.kind == SANITIZER)
-    result = grade(str(tmp_path / "submission"), unit, seed=3, work=str(tmp_path / "work"), tests=sanitized)
+    options = GradeOptions(seed=3, work=str(tmp_path / "work"), tests=sanitized)
+    result = grade(str(tmp_path / "submission"), unit, options)
     failed = {t.name for t in result.tests if t.name in sanitized and not t.passed}
     assert f"cuda_{bug.found_by}" in failed, report.table(result)
     if bug.found_by != "racecheck":

@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from autograder import reference, report, stored_build
-from autograder.grade import child_env, grade
+from autograder.grade import grade
+from autograder.grade_options import GradeOptions
+from autograder.machine import child_env
 from autograder.runner import POLL_SECONDS
 from course.authoring import generate
 from course.authoring.run_notebook import outputs_text, run
@@ -56,7 +58,7 @@ def test_student_notebook_stops_with_the_todo_message(name, course, tmp_path):
 
 
 def _grade(unit, submission, tmp_path):
-    result = grade(str(submission), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False)
+    result = grade(str(submission), unit, GradeOptions(seed=5, work=str(tmp_path / "work"), has_gpu=False))
     with open(report.write(result, str(tmp_path / "out"))) as handle:
         return result, json.load(handle)
 
@@ -103,12 +105,14 @@ def test_a_build_kept_by_a_first_step_runs_in_the_next_without_building_again(na
     mutants.write(unit, mutant, str(tmp_path / "mutant"))
     (tmp_path / "builds").mkdir()
     for who in ("solution", "mutant"):
-        grade(str(tmp_path / who), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False,
-              tests=("cpu_scale_small",), keep_build=str(tmp_path / "builds" / who))
-    monkeypatch.setattr(grade_module, "_read_and_build", lambda *args: pytest.fail("the perf step built again"))
+        grade(str(tmp_path / who), unit, GradeOptions(seed=5, work=str(tmp_path / "work"), has_gpu=False,
+                                                      tests=("cpu_scale_small",),
+                                                      keep_build=str(tmp_path / "builds" / who)))
+    monkeypatch.setattr(grade_module, "build_sources", lambda *args: pytest.fail("the perf step built again"))
     for who, passes in (("solution", True), ("mutant", False)):
-        result = grade(str(tmp_path / who), unit, seed=5, work=str(tmp_path / "work"), has_gpu=False,
-                       tests=("cpu_scale_long",), prebuilt=str(tmp_path / "builds" / who))
+        result = grade(str(tmp_path / who), unit, GradeOptions(seed=5, work=str(tmp_path / "work"), has_gpu=False,
+                                                               tests=("cpu_scale_long",),
+                                                               prebuilt=str(tmp_path / "builds" / who)))
         by_name = {t.name: t for t in result.tests}
         assert by_name["build"].passed and "first step" in by_name["build"].output, report.table(result)
         assert by_name["cpu_scale_long"].passed == passes, report.table(result)

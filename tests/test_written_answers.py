@@ -5,8 +5,8 @@ import csv
 import pytest
 
 from autograder import gradebook, report
-from autograder.grade import _kept_answers, _written
 from autograder.results import Grade
+from autograder.stages.answers import kept_answers, written_entries
 from course.authoring.generate import ANSWER_PROMPT
 from course.spec import units
 from course.spec.questions import MAX_ANSWER_CHARS, WRITTEN, questions
@@ -26,13 +26,13 @@ def test_answers_become_entries_worth_nothing_until_graded_by_hand():
     unit = units.load("day06_bias_gelu")
     ids = [q.id for q in questions(unit)]
     answers = {ids[0]: f"{ANSWER_PROMPT} 2.1 TB/s, because", ids[1]: f"{ANSWER_PROMPT}\n\n"}
-    entries = {e.name: e for e in _written(unit, answers)}
+    entries = {e.name: e for e in written_entries(unit, answers)}
     assert list(entries) == [f"written_{i}" for i in ids]
     first, second = entries[f"written_{ids[0]}"], entries[f"written_{ids[1]}"]
     assert first.passed and first.output == "2.1 TB/s, because" and first.max_score == 0
     assert not second.passed and second.output.startswith("no answer to grade: **Q2")
     assert all(e.tags[0] == WRITTEN for e in entries.values())
-    assert _written(unit, {}) == [], "a submission of sources alone has no answers to grade"
+    assert written_entries(unit, {}) == [], "a submission of sources alone has no answers to grade"
 
 
 def test_the_report_keeps_only_answers_to_the_units_questions_each_cut_short():
@@ -40,7 +40,7 @@ def test_the_report_keeps_only_answers_to_the_units_questions_each_cut_short():
     ids = [q.id for q in questions(unit)]
     answers = {ids[0]: f"{ANSWER_PROMPT} " + "x" * (40 << 20), "not_a_question": "y" * 100,
                **{f"extra_{i}": "z" for i in range(1000)}}
-    kept = _kept_answers(unit, answers)
+    kept = kept_answers(unit, answers)
     assert list(kept) == [ids[0]] and kept[ids[0]] == "x" * MAX_ANSWER_CHARS
 
 
@@ -50,7 +50,7 @@ def test_the_class_reports_collect_answers_apart_from_the_score(tmp_path):
     out = tmp_path / "out"
     for who, answers in {"alice": {ids[0]: "fast"}, "bob": {}}.items():
         folder = out / gradebook.RESULTS / who
-        report.write(Grade(unit.name, tests=_written(unit, answers or {"none": ""})), str(folder))
+        report.write(Grade(unit.name, tests=written_entries(unit, answers or {"none": ""})), str(folder))
         (folder / gradebook.STATE).write_text('{"status": "graded", "students": [{"name": "%s"}]}' % who)
     gradebook.write_reports(str(out), unit.name)
     with open(out / "answers.csv", newline="") as handle:

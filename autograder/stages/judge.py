@@ -1,0 +1,40 @@
+"""Judge: the verdicts on a group's raw results, taken in the grader's process, which never
+loads student code. A result is first checked to be well formed (autograder/result_schema.py),
+then judged (course/judge.py), then, for a perf case, checked to have run the student's own
+kernels at the timed size (autograder/timed_kernels.py)."""
+from __future__ import annotations
+
+from types import ModuleType
+
+from autograder.result_schema import result_problem, timing_problem
+from autograder.timed_kernels import own_code_at_timed_size
+from course.cases import Case
+from course.judge import Verdict, judge
+
+
+def judge_group(spec: ModuleType, cases: list[tuple[int, Case]], input_sets: dict[int, list[dict]],
+                outcomes: dict[int, dict | str], baselines: dict[int, dict | str],
+                own_kernels: frozenset[str]) -> dict[int, Verdict]:
+    """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
+    cases, their baselines' (torch's op and the reference, timed apart)."""
+    return {index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels)
+            for index, case in cases}
+
+
+def verdict(spec: ModuleType, case: Case, input_sets: list[dict], outcome: dict | str, baseline: dict | str | None,
+            own_kernels: frozenset[str]) -> Verdict:
+    """The verdict on one raw result (a string: why the child left none)."""
+    if not isinstance(outcome, dict):
+        return Verdict(False, outcome)
+    try:  # a check the result gets past in a way not foreseen costs this case, never the whole report
+        problem = result_problem(spec, case, input_sets, outcome)
+        # A baseline that raised is not malformed: the judge reports the case as not run, with why.
+        if not problem and case.kind == "perf" and isinstance(baseline, dict) and "exception" not in baseline:
+            why = timing_problem(baseline) or timing_problem(baseline, "reference_timing")
+            problem = why and f"the run timing torch's op and the reference returned {why}"
+        if problem:
+            return Verdict(False, f"the test process returned a malformed result: {problem}")
+        found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
+        return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels)
+    except Exception as error:  # noqa: BLE001
+        return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
