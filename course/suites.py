@@ -23,8 +23,10 @@ PACKAGED_UNITS = "units"  # an installed runtime's folder of the released units'
 
 
 def public_root() -> str:
-    """The folder holding the public suites: an installed runtime's course/units/, or, in a
-    course checkout, its solutions/."""
+    """The folder holding the public suites: COURSE_UNITS where set (another course's units
+    folder), an installed runtime's course/units/, or, in a course checkout, its solutions/."""
+    if os.environ.get("COURSE_UNITS"):
+        return os.environ["COURSE_UNITS"]
     here = os.path.dirname(os.path.abspath(__file__))
     packaged = os.path.join(here, PACKAGED_UNITS)
     return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "solutions")

@@ -42,7 +42,8 @@ def test_generated_files_come_from_the_unit_folders_alone(course):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", list(TOYS))
-def test_instructor_notebook_passes_its_public_tests(name, course, tmp_path):
+def test_instructor_notebook_passes_its_public_tests(name, course, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_UNITS", os.path.join(course, "solutions"))  # the toy course's, not this one's
     ok, notebook, error = run(os.path.join(course, "notebooks", "instructor", f"{name}.ipynb"), str(tmp_path))
     text = outputs_text(notebook)
     assert ok, error[-3000:]
@@ -51,7 +52,8 @@ def test_instructor_notebook_passes_its_public_tests(name, course, tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", list(TOYS))
-def test_student_notebook_stops_with_the_todo_message(name, course, tmp_path):
+def test_student_notebook_stops_with_the_todo_message(name, course, tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_UNITS", os.path.join(course, "solutions"))
     ok, notebook, error = run(os.path.join(course, "notebooks", f"{name}.ipynb"), str(tmp_path))
     assert not ok and "PublicTestsFailed" in error, error[-3000:]
     assert f"TODO({name.split('_')[0]})" in outputs_text(notebook)
