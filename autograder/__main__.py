@@ -9,6 +9,7 @@ works here, and a machine where none works refuses to grade, saying what would m
 work; `--sandbox none` runs it unprotected, for local debugging only. The reference
 solutions are the course's own code: `reference` runs them without a sandbox unless asked.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,28 +41,49 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     grade_parser = commands.add_parser("grade", help="grade one submission")
     grade_parser.add_argument("submission", help="a .ipynb, a folder of sources or the notebook's zip")
     grade_parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
     grade_parser.add_argument("--out", default="results", help="folder for results.json")
     grade_parser.add_argument("--seed", type=int, help="input seed (secret and random when not given)")
-    grade_parser.add_argument("--gpu-lock", help="the GPU's lock files, shared by a batch's gradings (grade-all sets it)")
-    grade_parser.add_argument("--no-own-tests", action="store_true",
-                              help="leave out a package's own tests/ (grade-all's perf step: its first step ran them)")
-    grade_parser.add_argument("--keep-build", metavar="DIR",
-                              help="store the build into DIR, a new folder, for a later step (grade-all sets it)")
-    grade_parser.add_argument("--prebuilt", metavar="DIR",
-                              help="run the build a first step kept in DIR instead of building (grade-all sets it)")
+    grade_parser.add_argument(
+        "--gpu-lock", help="the GPU's lock files, shared by a batch's gradings (grade-all sets it)"
+    )
+    grade_parser.add_argument(
+        "--no-own-tests",
+        action="store_true",
+        help="leave out a package's own tests/ (grade-all's perf step: its first step ran them)",
+    )
+    grade_parser.add_argument(
+        "--keep-build",
+        metavar="DIR",
+        help="store the build into DIR, a new folder, for a later step (grade-all sets it)",
+    )
+    grade_parser.add_argument(
+        "--prebuilt",
+        metavar="DIR",
+        help="run the build a first step kept in DIR instead of building (grade-all sets it)",
+    )
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
-    reference_parser.add_argument("--unit", action="append", choices=[u.name for u in units.all_units()],
-                                  help="unit name (repeatable); default: all")
+    reference_parser.add_argument(
+        "--unit",
+        action="append",
+        choices=[u.name for u in units.all_units()],
+        help="unit name (repeatable); default: all",
+    )
     reference_parser.add_argument("--out", default="results")
     for sub in (grade_parser, reference_parser):
-        sub.add_argument("--tests", action="append", default=[], metavar="PATTERN",
-                         help="grade only the tests matching this fnmatch pattern (repeatable)")
+        sub.add_argument(
+            "--tests",
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help="grade only the tests matching this fnmatch pattern (repeatable)",
+        )
         sub.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
         sub.add_argument("--time-limit", type=float, default=TIME_LIMIT, help="seconds for the whole grading")
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
@@ -78,20 +100,29 @@ def main(argv: list[str] | None = None) -> int:
     class_cli.check_out_folder(parser, "--work", args.work)
     class_cli.check_time_limit(parser, args.time_limit)
     if args.command == "reference" and args.sandbox == "none":
-        print("Grading the course's own reference solutions: trusted code, run without a sandbox "
-              "(--sandbox auto confines them too).", file=sys.stderr)
+        print(
+            "Grading the course's own reference solutions: trusted code, run without a sandbox "
+            "(--sandbox auto confines them too).",
+            file=sys.stderr,
+        )
     elif args.sandbox == "none":
         print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
-    options = GradeOptions(sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work,
-                           tests=tuple(args.tests))
+    options = GradeOptions(
+        sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests)
+    )
 
     try:
         if args.command == "grade":
             if not os.path.exists(args.submission):
                 parser.error(f"submission {args.submission!r} does not exist")
-            options = dataclasses.replace(options, seed=args.seed, gpu_lock=args.gpu_lock,
-                                          own_tests=not args.no_own_tests, keep_build=args.keep_build,
-                                          prebuilt=args.prebuilt)
+            options = dataclasses.replace(
+                options,
+                seed=args.seed,
+                gpu_lock=args.gpu_lock,
+                own_tests=not args.no_own_tests,
+                keep_build=args.keep_build,
+                prebuilt=args.prebuilt,
+            )
             _grade_and_report(args.submission, units.load(args.unit), args.out, options)
             return 0
         ok = True

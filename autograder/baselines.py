@@ -3,6 +3,7 @@
 their times cannot be tampered with. The student's op is timed afterwards, in another child,
 on the same inputs; the verdict, the reference's time over the student's, is taken in the
 grader's process (autograder/stages/judge.py)."""
+
 from __future__ import annotations
 
 import time
@@ -15,17 +16,25 @@ from autograder.reference import reference
 from autograder.runner import GroupRunner
 from autograder.sandbox import Sandbox
 from autograder.suite_access import suite_request
-from course.spec.units import Unit
 from course.build import BuildError
 from course.cases import Case
+from course.spec.units import Unit
 
 
 class Baselines:
     """The reference comes from its cache, or is built, in a thread started with the grading
     (prefetch) or at the first perf group."""
 
-    def __init__(self, unit: Unit, sandbox: Sandbox, work: str, env: dict, deadline: Deadline,
-                 case_timeout: float | None, gpu_lock: GpuLock | None):
+    def __init__(
+        self,
+        unit: Unit,
+        sandbox: Sandbox,
+        work: str,
+        env: dict,
+        deadline: Deadline,
+        case_timeout: float | None,
+        gpu_lock: GpuLock | None,
+    ):
         self.unit, self.sandbox, self.work, self.env = unit, sandbox, work, env
         self.deadline, self.case_timeout, self.gpu_lock = deadline, case_timeout, gpu_lock
         self.spawn_seconds: list[float] = []
@@ -51,13 +60,14 @@ class Baselines:
             return reference(self.unit, self.env, timeout=max(1.0, min(BUILD_TIMEOUT, self.deadline.left())))
         except BuildError as error:
             return f"the reference solution did not build here: {error.summary}"
-        except Exception as error:  # noqa: BLE001 - a cache it cannot use costs the perf cases, not the report
+        except Exception as error:
             return f"the reference solution could not be fetched: {type(error).__name__}: {error}"
         finally:
             self.build_s = time.perf_counter() - start
 
-    def run(self, group: str, device: str, cases: list[tuple[int, Case]],
-            inputs: dict[int, list[dict]]) -> dict[int, dict | str]:
+    def run(
+        self, group: str, device: str, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]
+    ) -> dict[int, dict | str]:
         """{index: the baseline child's raw result, or why there is none} for a perf group."""
         self.prefetch()
         found = self._fetch.result()
@@ -67,9 +77,17 @@ class Baselines:
         # A fresh copy per group, made after the student's last child was stopped.
         box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
         self.sandbox.give(box)
-        runner = GroupRunner({**suite_request(self.unit), "built": None, "reference": load}, self.sandbox, self.work,
-                             self.env, self.deadline, prefix="baseline_", shared=(box,),
-                             case_timeout=self.case_timeout, gpu_lock=self.gpu_lock)
+        runner = GroupRunner(
+            {**suite_request(self.unit), "built": None, "reference": load},
+            self.sandbox,
+            self.work,
+            self.env,
+            self.deadline,
+            prefix="baseline_",
+            shared=(box,),
+            case_timeout=self.case_timeout,
+            gpu_lock=self.gpu_lock,
+        )
         outcomes = runner.run(group, device, cases, inputs)
         self.spawn_seconds += runner.spawn_seconds
         self.lock_wait_seconds += runner.lock_wait_seconds

@@ -27,6 +27,7 @@ what has not ended STOP_GRACE_S later, and records the gradings it stopped as fa
 run grades them again. A grading holds OUT/.locks/<id>.lock, and so do its processes, even past
 the batch's own end: a second batch on the same OUT leaves that submission alone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -57,8 +58,8 @@ from course.spec.units import Unit
 from course.written_whole import written_whole
 
 MEMORY_PER_COMPILE_GB = 2.0  # nvcc's cicc on a large kernel file, with headroom
-GRACE_S = 300                # past the grading's own time limit, before its process is killed
-STOP_GRACE_S = 30            # for it to end its sandbox's processes once told to stop
+GRACE_S = 300  # past the grading's own time limit, before its process is killed
+STOP_GRACE_S = 30  # for it to end its sandbox's processes once told to stop
 
 
 def content_hash(path: str) -> str:
@@ -163,7 +164,7 @@ class Options:
     time_limit: float = 3600
     regrade: bool = False
     work: str | None = None
-    cpu_only: bool = False      # grade no GPU case, even where GPUs are (each reported not run: no GPU)
+    cpu_only: bool = False  # grade no GPU case, even where GPUs are (each reported not run: no GPU)
 
 
 def gpu_cases(unit: Unit) -> list[str]:
@@ -237,8 +238,9 @@ class Claim:
 
     def __init__(self, out: str, submission_id: str):
         os.makedirs(os.path.join(out, ".locks"), exist_ok=True)
-        self.fd: int | None = os.open(os.path.join(out, ".locks", submission_id + ".lock"), os.O_RDWR | os.O_CREAT,
-                                      0o600)
+        self.fd: int | None = os.open(
+            os.path.join(out, ".locks", submission_id + ".lock"), os.O_RDWR | os.O_CREAT, 0o600
+        )
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -272,12 +274,18 @@ class Progress:
         worked = self.graded + self.failed
         eta = elapsed / worked * (self.total - done) if worked else None
         busy = f", held by another batch {self.busy}" if self.busy else ""
-        flying = ", ".join(self.in_flight[:self.IN_FLIGHT_SHOWN])
-        flying += f" and {len(self.in_flight) - self.IN_FLIGHT_SHOWN} more" if len(self.in_flight) > self.IN_FLIGHT_SHOWN \
+        flying = ", ".join(self.in_flight[: self.IN_FLIGHT_SHOWN])
+        flying += (
+            f" and {len(self.in_flight) - self.IN_FLIGHT_SHOWN} more"
+            if len(self.in_flight) > self.IN_FLIGHT_SHOWN
             else ""
-        return (f"{self.label}[{done}/{self.total}] graded {self.graded}, unchanged {self.skipped}, grader failed "
-                f"{self.failed}{busy} | {elapsed / 60:.1f} min" + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
-                + (f" | grading: {flying}" if flying else ""))
+        )
+        return (
+            f"{self.label}[{done}/{self.total}] graded {self.graded}, unchanged {self.skipped}, grader failed "
+            f"{self.failed}{busy} | {elapsed / 60:.1f} min"
+            + (f", ETA {eta / 60:.1f} min" if eta is not None else "")
+            + (f" | grading: {flying}" if flying else "")
+        )
 
     def started(self, submission_id: str) -> None:
         with self.lock:
@@ -297,19 +305,36 @@ class Progress:
 
 
 def _grade_command(submission: str, options: Options, out: str, seed: int, tests: list[str]) -> list[str]:
-    command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", options.unit.name, "--out", out,
-               "--seed", str(seed), "--sandbox", options.sandbox, "--time-limit", str(options.time_limit)]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        submission,
+        "--unit",
+        options.unit.name,
+        "--out",
+        out,
+        "--seed",
+        str(seed),
+        "--sandbox",
+        options.sandbox,
+        "--time-limit",
+        str(options.time_limit),
+    ]
     command += ["--work", options.work] if options.work else []
     return command + [arg for name in tests for arg in ("--tests", name)]
 
 
-def _run_grading(command: list[str], env: dict, log_path: str, timeout: float, pass_fds: tuple[int, ...] = ()) \
-        -> str | None:
+def _run_grading(
+    command: list[str], env: dict, log_path: str, timeout: float, pass_fds: tuple[int, ...] = ()
+) -> str | None:
     """None when the grading wrote its results, else why not. `pass_fds`: descriptors it keeps
     (its submission's Claim)."""
     with open(log_path, "a", encoding="utf-8") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                   pass_fds=pass_fds)
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, pass_fds=pass_fds
+        )
         STOP.started(process)
         try:
             code = _wait(process, time.monotonic() + timeout)
@@ -353,9 +378,11 @@ def merge_perf(first: dict, timed: dict, perf_names: set[str]) -> dict:
     """The first step's results with the perf tests (and their measurements) of the second."""
     tests = first["tests"] + [test for test in timed["tests"] if test["name"] in perf_names]
     merged = {**first, "tests": tests, "score": round(sum(test["score"] for test in tests), 2)}
-    merged["extra_data"] = {**first["extra_data"], "perf": timed["extra_data"].get("perf", {}),
-                            "timings": _added(first["extra_data"].get("timings", {}),
-                                              timed["extra_data"].get("timings", {}))}
+    merged["extra_data"] = {
+        **first["extra_data"],
+        "perf": timed["extra_data"].get("perf", {}),
+        "timings": _added(first["extra_data"].get("timings", {}), timed["extra_data"].get("timings", {})),
+    }
     merged["execution_time"] = round(first.get("execution_time", 0) + timed.get("execution_time", 0), 1)
     return merged
 
@@ -370,8 +397,15 @@ class Grading:
     two: every other case, then (once the whole class had its first step) the perf cases with
     the cases they need, with the same seed, merged into one results.json."""
 
-    def __init__(self, submission: Submission, options: Options, version: str, steps: tuple[list[str], list[str]],
-                 share: dict[str, str], builds: str):
+    def __init__(
+        self,
+        submission: Submission,
+        options: Options,
+        version: str,
+        steps: tuple[list[str], list[str]],
+        share: dict[str, str],
+        builds: str,
+    ):
         """`share`: the variables its environment gets: its share of the machine (compilers, CPU
         threads), and where its builds find a precompiled header (CPATH).
         `builds`: the batch's private folder where a first step keeps its build for the perf step."""
@@ -402,8 +436,10 @@ class Grading:
         if self.options.regrade or not os.path.exists(self.state_path):
             return False
         last = gradebook.record(self.options.out, self.submission.id)  # a damaged record: grade it again
-        same = (last.results is not None
-                and (last.state.get("hash"), last.state.get("grader_version")) == (self.digest, self.version))
+        same = last.results is not None and (last.state.get("hash"), last.state.get("grader_version")) == (
+            self.digest,
+            self.version,
+        )
         if same:
             state, now = _read_json(self.state_path), self._collected()
             if any(state.get(key) != value for key, value in now.items()):
@@ -412,9 +448,13 @@ class Grading:
 
     def _collected(self) -> dict:
         """What its record says of the hand-in as collected."""
-        return {"submission": self.submission.path, "students": [vars(s) for s in self.submission.students],
-                "notes": list(self.submission.notes), "handed_in": self.submission.handed_in,
-                "unit": self.options.unit.name}
+        return {
+            "submission": self.submission.path,
+            "students": [vars(s) for s in self.submission.students],
+            "notes": list(self.submission.notes),
+            "handed_in": self.submission.handed_in,
+            "unit": self.options.unit.name,
+        }
 
     def first_step(self, gpu: str | None) -> str:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -445,8 +485,13 @@ class Grading:
             env.update(CUDA_VISIBLE_DEVICES=gpu, **gpu_probe_env(gpu))
         command = _grade_command(self.submission.path, self.options, out, self.seed, tests) + step_options
         start = time.monotonic()
-        error = _run_grading(command, env, os.path.join(self.folder, "grade.log"), self.options.time_limit + GRACE_S,
-                             pass_fds=(self.claim.fd,) if self.claim and self.claim.fd is not None else ())
+        error = _run_grading(
+            command,
+            env,
+            os.path.join(self.folder, "grade.log"),
+            self.options.time_limit + GRACE_S,
+            pass_fds=(self.claim.fd,) if self.claim and self.claim.fd is not None else (),
+        )
         self.seconds.append(round(time.monotonic() - start, 1))
         self.gpus.append(gpu)
         return error
@@ -466,11 +511,21 @@ class Grading:
                     handle.write(feedback)
         elif not self.error:
             self.error = "the grading wrote no results.json"
-        _write_json({**self._collected(), "hash": self.digest, "grader_version": self.version,
-                     "status": "failed" if self.error else "graded", "error": self.error,
-                     "gpu": self.gpus[0] if self.gpus else None,
-                     "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None, "seed": self.seed,
-                     "seconds": round(sum(self.seconds), 1), "step_seconds": self.seconds}, self.state_path)
+        _write_json(
+            {
+                **self._collected(),
+                "hash": self.digest,
+                "grader_version": self.version,
+                "status": "failed" if self.error else "graded",
+                "error": self.error,
+                "gpu": self.gpus[0] if self.gpus else None,
+                "perf_gpu": self.gpus[1] if len(self.gpus) > 1 else None,
+                "seed": self.seed,
+                "seconds": round(sum(self.seconds), 1),
+                "step_seconds": self.seconds,
+            },
+            self.state_path,
+        )
         return "failed" if self.error else "graded"
 
 
@@ -492,13 +547,14 @@ def prepare_reference(unit: Unit, gpus: list[str]) -> str:
         return ""
     try:  # in the environment the gradings will build it in
         reference(unit, child_env(gpu_capability() if gpus else None))
-    except Exception as error:  # noqa: BLE001 - the gradings report it, case by case
+    except Exception as error:
         return f"the reference solution could not be built: {type(error).__name__}: {error}"
     return ""
 
 
-def grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int | None = None,
-              cpus: int | None = None) -> Progress:
+def grade_all(
+    submissions: list[Submission], options: Options, gpus: list[str], jobs: int | None = None, cpus: int | None = None
+) -> Progress:
     """Grade every submission; slots pull from one queue, each on its own GPU. Where perf cases
     run, every submission's other cases are graded first, then its perf cases: a perf case
     then waits only for other perf steps' runs, never for the class's long correctness and
@@ -536,15 +592,28 @@ def grade_all(submissions: list[Submission], options: Options, gpus: list[str], 
         shutil.rmtree(private, ignore_errors=True)
 
 
-def _grade_all(submissions: list[Submission], options: Options, gpus: list[str], jobs: int, max_jobs: int,
-               version: str, steps: tuple[list[str], list[str]], share: dict[str, str], private: str) -> Progress:
+def _grade_all(
+    submissions: list[Submission],
+    options: Options,
+    gpus: list[str],
+    jobs: int,
+    max_jobs: int,
+    version: str,
+    steps: tuple[list[str], list[str]],
+    share: dict[str, str],
+    private: str,
+) -> Progress:
     timed_here = bool(steps[1])
-    gradings = [Grading(submission, options, version, steps, share, os.path.join(private, "builds"))
-                for submission in submissions]
+    gradings = [
+        Grading(submission, options, version, steps, share, os.path.join(private, "builds"))
+        for submission in submissions
+    ]
     gradings.sort(key=lambda grading: _last_seconds(options.out, grading.submission.id), reverse=True)
-    print(f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
-          f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
-          file=sys.stderr)
+    print(
+        f"grading {len(submissions)} submissions of {options.unit.name}: {jobs} at once, {max_jobs} compiler "
+        f"processes each, GPUs: {', '.join(gpus) or 'none'}" + (", perf cases last" if timed_here else ""),
+        file=sys.stderr,
+    )
     progress = Progress(len(submissions), label="other cases " if timed_here else "")
     to_time: list[Grading] = []
     _in_slots(jobs, gpus, gradings, lambda grading, gpu: _first_step(grading, gpu, progress, to_time))
@@ -570,8 +639,11 @@ def _first_step(grading: Grading, gpu: str | None, progress: Progress, to_time: 
     """Its first (or only) step, unless unchanged or another live grading holds it; a grading
     with a perf step to come keeps its claim for it."""
     if not grading.claimed():
-        print(f"warning: {grading.submission.id}: another grading of it is running (a batch still at work, or "
-              f"its processes): left as it is", file=sys.stderr)
+        print(
+            f"warning: {grading.submission.id}: another grading of it is running (a batch still at work, or "
+            f"its processes): left as it is",
+            file=sys.stderr,
+        )
         progress.count("busy")
         return
     progress.started(grading.submission.id)
@@ -605,13 +677,13 @@ def _guarded(grading: Grading, step) -> str:
     rest of the class is graded all the same."""
     try:
         return step()
-    except Exception as error:  # noqa: BLE001 - one submission's grader failure stops no other
+    except Exception as error:
         print(f"warning: {grading.submission.id}: the grader failed: {type(error).__name__}: {error}", file=sys.stderr)
         grading.error = f"the grader failed on it: {type(error).__name__}: {error}"
         try:  # its record says so: the gradebook lists it as failed, and no earlier grade stands
             os.makedirs(grading.folder, exist_ok=True)
             grading.finish()
-        except Exception as again:  # noqa: BLE001
+        except Exception as again:
             print(f"warning: {grading.submission.id}: its failure could not be recorded: {again}", file=sys.stderr)
         return "failed"
 

@@ -1,6 +1,7 @@
 """What of a failed build's log goes into the report: the first errors in the student's own
 files, and in public headers (torch, CUDA, the C++ library). A compiler quotes the line it
 fails on, so an error in any other file (`#include "/etc/passwd"`) is named, never shown."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,12 @@ def public_roots(env: dict) -> list[str]:
     """Folders of headers anyone can read anyway: torch's, CUDA's, the system's."""
     import torch
 
-    roots = [os.path.join(os.path.dirname(torch.__file__), "include"), "/usr/include", "/usr/lib/gcc",
-             "/usr/local/include"]
+    roots = [
+        os.path.join(os.path.dirname(torch.__file__), "include"),
+        "/usr/include",
+        "/usr/lib/gcc",
+        "/usr/local/include",
+    ]
     if env.get("CUDA_HOME"):
         roots += [os.path.join(env["CUDA_HOME"], "include"), os.path.join(env["CUDA_HOME"], "targets")]
     return [os.path.realpath(root) for root in roots]
@@ -66,9 +71,9 @@ def student_errors(log: str, source_dir: str, build_dir: str, public: list[str],
     files = _Files(source_dir, build_dir, public)
     blocks: list[list[str]] = []
     others: list[str] = []  # lines that say "error" outside any compiler message (linker, ninja)
-    chain: list[str] = []   # "In file included from" lines before the next message
+    chain: list[str] = []  # "In file included from" lines before the next message
     block: list[str] | None = None
-    hidden = False          # in the lines of a file that is not shown
+    hidden = False  # in the lines of a file that is not shown
     for line in log.splitlines():
         included, located = _INCLUDED.match(line), _location(line)
         if included:
@@ -79,9 +84,13 @@ def student_errors(log: str, source_dir: str, build_dir: str, public: list[str],
             name = files.shown_as(located["file"])
             block, hidden = None, name is None
             if _ERROR.search(located["message"]):
-                block = [*chain, line.replace(located["file"], name, 1) if name else
-                         f"an error in {located['file'].strip()}, which is not one of your files: "
-                         "its lines are not shown"]
+                block = [
+                    *chain,
+                    line.replace(located["file"], name, 1)
+                    if name
+                    else f"an error in {located['file'].strip()}, which is not one of your files: "
+                    "its lines are not shown",
+                ]
                 blocks.append(block)
             chain = []
         elif block is not None and not hidden and len(block) < len(chain) + 3:

@@ -9,6 +9,7 @@ here. With no build in the request, the child loads no student code: it times to
 op for perf cases, and the course's reference solution when the request names its build
 (autograder/reference.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,12 @@ class _Pristine:
 
     def __init__(self, modules: list):
         self.saved = [(vars(module), dict(vars(module))) for module in modules]
-        self.tables = [(table, dict(table)) for module in modules
-                       for table in [getattr(module, "OPS", None)] if isinstance(table, dict)]
+        self.tables = [
+            (table, dict(table))
+            for module in modules
+            for table in [getattr(module, "OPS", None)]
+            if isinstance(table, dict)
+        ]
 
     def restore(self) -> None:
         for namespace, names in self.saved:
@@ -57,7 +62,7 @@ def _context_lost() -> bool:
     try:
         torch.cuda.synchronize()
         return False
-    except Exception:  # noqa: BLE001 - a sticky CUDA error: nothing more can run here
+    except Exception:
         return True
 
 
@@ -105,11 +110,13 @@ def main(folder: str) -> int:
                 result["own_kernel"] = profiled_run(spec, module, profiled, input_sets[0])
             elif profiled is not None and reference is not None:
                 _profile_alike(spec, reference, profiled, input_sets[0])
-        except Exception as error:  # noqa: BLE001 - the op failed on valid input: a verdict
+        except Exception as error:
             lines = traceback.format_exception_only(type(error), error)
             result = {"exception": "".join(lines).strip()[:2000]}
             if case.device.startswith("cuda") and _context_lost():
-                result["exception"] += "\n(this CUDA error leaves the GPU context unusable: a fresh process runs the next tests)"
+                result["exception"] += (
+                    "\n(this CUDA error leaves the GPU context unusable: a fresh process runs the next tests)"
+                )
                 _save(result, files.result(index))
                 return CUDA_CONTEXT_LOST
         _save(result, files.result(index))
@@ -122,7 +129,7 @@ def _profile_alike(spec, reference, profiled, inputs: dict) -> None:
     profiler's session can leave later calls slower). Its outcome is not wanted."""
     try:
         profiled_run(spec, reference, profiled, inputs)
-    except Exception:  # noqa: BLE001 - the reference's timings stand without it
+    except Exception:
         pass
 
 

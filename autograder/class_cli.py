@@ -3,6 +3,7 @@ bundle is the authoring tools': python -m course.authoring.release).
 
 Each command is a subparser whose `run` takes the parsed arguments and returns the exit
 status; autograder/__main__.py registers them beside `grade` and `reference`."""
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,9 @@ def _due(args) -> float | None:
     try:
         return datetime.datetime.fromisoformat(args.due).timestamp()
     except ValueError:
-        args.parser.error(f"--due {args.due!r}: expected a date and time such as 2031-03-01T23:59 "
-                          f"or 2031-03-01T23:59-05:00")
+        args.parser.error(
+            f"--due {args.due!r}: expected a date and time such as 2031-03-01T23:59 or 2031-03-01T23:59-05:00"
+        )
 
 
 def _check_unit_of(args, out: str) -> None:
@@ -72,8 +74,10 @@ def _check_unit_of(args, out: str) -> None:
 
     others = gradebook.other_units(out, args.unit)
     if others:
-        args.parser.error(f"--unit {args.unit}: {out!r} holds gradings of {', '.join(sorted(others))}; "
-                          f"expected --unit {' or '.join(sorted(others))}, or another --out folder")
+        args.parser.error(
+            f"--unit {args.unit}: {out!r} holds gradings of {', '.join(sorted(others))}; "
+            f"expected --unit {' or '.join(sorted(others))}, or another --out folder"
+        )
 
 
 def _check_gpus(args, unit, gpus: list[str]) -> None:
@@ -82,9 +86,11 @@ def _check_gpus(args, unit, gpus: list[str]) -> None:
 
     cases = batch.gpu_cases(unit) if not (gpus or args.cpu_only) else []
     if cases:
-        args.parser.error(f"--gpus {args.gpus}: {unit.name} has {len(cases)} GPU cases and no GPU is visible here; "
-                          f"grade on a GPU machine, or pass --cpu-only to grade its CPU cases alone and report "
-                          f"the GPU cases as not run: no GPU")
+        args.parser.error(
+            f"--gpus {args.gpus}: {unit.name} has {len(cases)} GPU cases and no GPU is visible here; "
+            f"grade on a GPU machine, or pass --cpu-only to grade its CPU cases alone and report "
+            f"the GPU cases as not run: no GPU"
+        )
 
 
 def _selected(args, submissions: list) -> list:
@@ -94,8 +100,10 @@ def _selected(args, submissions: list) -> list:
     ids = {s.id for s in submissions}
     unknown = [name for name in args.only if name not in ids]
     if unknown:
-        args.parser.error(f"--only {unknown[0]}: no submission has this id; expected one of "
-                          f"{', '.join(sorted(ids)[:20]) or 'none: no submission was found'}")
+        args.parser.error(
+            f"--only {unknown[0]}: no submission has this id; expected one of "
+            f"{', '.join(sorted(ids)[:20]) or 'none: no submission was found'}"
+        )
     return [s for s in submissions if s.id in args.only]
 
 
@@ -129,12 +137,22 @@ def _grade_all(args) -> int:
     if args.shard:
         index, count = args.shard
         graded = graded[index::count]
-    options = batch.Options(unit, os.path.abspath(args.out), args.sandbox, args.time_limit,
-                            args.regrade or bool(args.only), args.work, args.cpu_only)
+    options = batch.Options(
+        unit,
+        os.path.abspath(args.out),
+        args.sandbox,
+        args.time_limit,
+        args.regrade or bool(args.only),
+        args.work,
+        args.cpu_only,
+    )
     progress = batch.grade_all(graded, options, gpus, args.jobs)
     if not args.no_reports:  # stopped too: the reports then list what it stopped as not graded
         gradebook.write_reports(options.out, unit.name, args.anonymise, roster, due)
-        print(f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md", file=sys.stderr)
+        print(
+            f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md",
+            file=sys.stderr,
+        )
     if progress.stopped:
         print("stopped: run the same command again to grade what was stopped or not reached", file=sys.stderr)
         return 128 + progress.stopped
@@ -145,8 +163,9 @@ def _merge(args) -> int:
     from autograder import gradebook
 
     if not os.path.isdir(os.path.join(args.out, gradebook.RESULTS)):
-        args.parser.error(f"OUT {args.out!r}: expected the --out folder the shards graded into, "
-                          f"with {gradebook.RESULTS}/ in it")
+        args.parser.error(
+            f"OUT {args.out!r}: expected the --out folder the shards graded into, with {gradebook.RESULTS}/ in it"
+        )
     roster, due = _roster(args), _due(args)
     _check_unit_of(args, args.out)
     records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster, due)
@@ -169,8 +188,9 @@ def _slurm(args) -> int:
     for name in ("gpus_per_task", "cpus_per_task", "per_shard", "jobs", "at_once"):
         least = 0 if name == "gpus_per_task" else 1
         if getattr(args, name) is not None and getattr(args, name) < least:
-            args.parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: expected a whole number, "
-                              f"{least} or more")
+            args.parser.error(
+                f"--{name.replace('_', '-')} {getattr(args, name)}: expected a whole number, {least} or more"
+            )
     lines = [("--sbatch-option", o, "--partition=gpu") for o in args.sbatch_option]  # each one #SBATCH line
     lines += [("--merge-sbatch-option", o, "--partition=cpu") for o in args.merge_sbatch_option]
     lines += [("--setup", line, "'module load cuda'") for line in args.setup]
@@ -178,11 +198,23 @@ def _slurm(args) -> int:
         if "\n" in line or "\r" in line:
             args.parser.error(f"{flag} {line!r}: expected one line, such as {example}")
     shards = max(1, min(count, math.ceil(count / args.per_shard)))
-    job = slurm.Job(os.path.abspath(args.submissions), args.unit, os.path.abspath(args.out), shards,
-                    gpus_per_task=args.gpus_per_task, cpus_per_task=args.cpus_per_task, memory=args.mem,
-                    time=args.time, jobs=args.jobs, sandbox=args.sandbox, sbatch_options=args.sbatch_option,
-                    at_once=args.at_once, setup=args.setup, merge_time=args.merge_time,
-                    merge_options=args.merge_sbatch_option)
+    job = slurm.Job(
+        os.path.abspath(args.submissions),
+        args.unit,
+        os.path.abspath(args.out),
+        shards,
+        gpus_per_task=args.gpus_per_task,
+        cpus_per_task=args.cpus_per_task,
+        memory=args.mem,
+        time=args.time,
+        jobs=args.jobs,
+        sandbox=args.sandbox,
+        sbatch_options=args.sbatch_option,
+        at_once=args.at_once,
+        setup=args.setup,
+        merge_time=args.merge_time,
+        merge_options=args.merge_sbatch_option,
+    )
     submit = slurm.write(job)
     gradebook.write_expected(os.path.abspath(args.out), submissions)  # the merge names any a shard never reached
     print(f"wrote {os.path.dirname(submit)}/grade.sbatch ({shards} tasks), merge.sbatch and submit.sh")
@@ -206,16 +238,35 @@ def _add_grade_all(commands: argparse._SubParsersAction) -> None:
     grade_all.add_argument("--gpus", default="all", help="all, none, or GPU indices such as 0,1")
     grade_all.add_argument("--jobs", type=int, help="gradings at once (default: one per two cores, bounded by memory)")
     grade_all.add_argument("--regrade", action="store_true", help="grade again what was graded by this grader version")
-    grade_all.add_argument("--anonymise", action="store_true", help="the leaderboard names no student (a keyed "
-                           "hash of each id; the key: OUT/.anonymise-key)")
-    grade_all.add_argument("--only", action="append", metavar="ID", help="grade again only this submission (its id "
-                           "in OUT/results/; repeatable), then rewrite the reports")
-    grade_all.add_argument("--cpu-only", action="store_true", help="grade a unit's CPU cases alone, its GPU cases "
-                           "reported not run: no GPU (without it, a unit with GPU cases needs a GPU)")
-    grade_all.add_argument("--roster", metavar="FILE", help="a CSV of the class (columns id, name, email, sid: "
-                           "autograder/roster.py): students with no hand-in are listed as missing")
-    grade_all.add_argument("--due", metavar="WHEN", help="the due time, such as 2031-03-01T23:59-05:00: a hand-in "
-                           "after it (Gradescope's created_at, else its file's time) has status late")
+    grade_all.add_argument(
+        "--anonymise",
+        action="store_true",
+        help="the leaderboard names no student (a keyed hash of each id; the key: OUT/.anonymise-key)",
+    )
+    grade_all.add_argument(
+        "--only",
+        action="append",
+        metavar="ID",
+        help="grade again only this submission (its id in OUT/results/; repeatable), then rewrite the reports",
+    )
+    grade_all.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="grade a unit's CPU cases alone, its GPU cases "
+        "reported not run: no GPU (without it, a unit with GPU cases needs a GPU)",
+    )
+    grade_all.add_argument(
+        "--roster",
+        metavar="FILE",
+        help="a CSV of the class (columns id, name, email, sid: "
+        "autograder/roster.py): students with no hand-in are listed as missing",
+    )
+    grade_all.add_argument(
+        "--due",
+        metavar="WHEN",
+        help="the due time, such as 2031-03-01T23:59-05:00: a hand-in "
+        "after it (Gradescope's created_at, else its file's time) has status late",
+    )
     grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
     grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
     grade_all.add_argument("--sandbox", choices=MODES, default="auto", help="how student code is confined")
@@ -252,14 +303,28 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     slurm.add_argument("--time", default="04:00:00", help="time limit per task")
     slurm.add_argument("--jobs", type=int, help="gradings at once in a task (default: grade-all's)")
     slurm.add_argument("--sandbox", choices=MODES, default="auto")
-    slurm.add_argument("--sbatch-option", action="append", default=[], metavar="OPTION",
-                       help="an extra #SBATCH line of the array, e.g. --partition=gpu (repeatable)")
+    slurm.add_argument(
+        "--sbatch-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an extra #SBATCH line of the array, e.g. --partition=gpu (repeatable)",
+    )
     slurm.add_argument("--at-once", type=int, metavar="K", help="array tasks running at once (--array=...%%K)")
-    slurm.add_argument("--setup", action="append", default=[], metavar="LINE",
-                       help="a shell line run before the command in each job, e.g. 'module load cuda' (repeatable)")
+    slurm.add_argument(
+        "--setup",
+        action="append",
+        default=[],
+        metavar="LINE",
+        help="a shell line run before the command in each job, e.g. 'module load cuda' (repeatable)",
+    )
     slurm.add_argument("--merge-time", default="00:30:00", help="time limit of the merge job (one core, no GPU)")
-    slurm.add_argument("--merge-sbatch-option", action="append", default=[], metavar="OPTION",
-                       help="an extra #SBATCH line of the merge job, e.g. --partition=cpu (repeatable); "
-                            "it takes none of the array's")
+    slurm.add_argument(
+        "--merge-sbatch-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="an extra #SBATCH line of the merge job, e.g. --partition=cpu (repeatable); it takes none of the array's",
+    )
     slurm.add_argument("--submit", action="store_true", help="run submit.sh now")
     slurm.set_defaults(run=_slurm, parser=slurm)

@@ -11,6 +11,7 @@ of one student (the same id, or names that differ only by their suffix or letter
 alice.zip, Alice.ipynb, alice/) are one hand-in: the newest (modification time) is graded, a
 zip before a notebook before a folder when as new, and a warning names the others.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,8 +41,8 @@ class Student:
 
 @dataclass(frozen=True)
 class Submission:
-    id: str                 # unique in the class; names its results folder
-    path: str               # what the grader reads: a zip, a notebook or a folder
+    id: str  # unique in the class; names its results folder
+    path: str  # what the grader reads: a zip, a notebook or a folder
     students: tuple[Student, ...] = ()
     notes: tuple[str, ...] = ()  # what the instructor should know of this hand-in (in failures.md)
     # When it was handed in, in seconds since the epoch: Gradescope's created_at, else the entry's
@@ -137,8 +138,9 @@ def _read_metadata(folder: str):
         with open(os.path.join(folder, METADATA), encoding="utf-8") as handle:
             return yaml.safe_load(handle)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise ValueError(f"{METADATA} in {folder}: expected a readable UTF-8 YAML file "
-                         f"({type(error).__name__}: {error})") from None
+        raise ValueError(
+            f"{METADATA} in {folder}: expected a readable UTF-8 YAML file ({type(error).__name__}: {error})"
+        ) from None
 
 
 def _submission_folder(folder: str, key: str) -> str:
@@ -158,8 +160,10 @@ def _submitters(key: str, entry) -> list[dict]:
         return []
     submitters = (entry.get("submitters") or []) if isinstance(entry, dict) else None
     if not (isinstance(submitters, list) and all(isinstance(s, dict) for s in submitters)):
-        raise ValueError(f"{METADATA}: entry {key!r}: expected a mapping with a list of submitters, "
-                         f"each a mapping of name, email and sid")
+        raise ValueError(
+            f"{METADATA}: entry {key!r}: expected a mapping with a list of submitters, "
+            f"each a mapping of name, email and sid"
+        )
     return submitters
 
 
@@ -173,8 +177,10 @@ def _students(key: str, entry) -> tuple[Student, ...]:
     students = tuple(Student(*(_field(s, name) for name in ("name", "email", "sid"))) for s in _submitters(key, entry))
     for student in students:
         if not student.email:  # Gradescope's upload matches rows by email
-            _warn(f"{METADATA}: entry {key!r}: {student.name or student.sid or 'a submitter'} has no email; "
-                  f"their gradebook row will not match on a Gradescope upload")
+            _warn(
+                f"{METADATA}: entry {key!r}: {student.name or student.sid or 'a submitter'} has no email; "
+                f"their gradebook row will not match on a Gradescope upload"
+            )
     return students
 
 
@@ -195,8 +201,11 @@ def _from_export(folder: str, unit: Unit) -> list[Submission]:
     found, ids = [], set()
     for key, entry in sorted(metadata.items()):
         path = _submission_folder(folder, key)
-        found.append(Submission(_unique_id(key, ids), entry_point(path, unit), _students(key, entry),
-                                handed_in=_created_at(entry)))
+        found.append(
+            Submission(
+                _unique_id(key, ids), entry_point(path, unit), _students(key, entry), handed_in=_created_at(entry)
+            )
+        )
     for name in sorted(set(os.listdir(folder)) - set(metadata) - {METADATA}):
         if not name.startswith("."):
             _warn(f"{os.path.join(folder, name)}: skipped: {METADATA} does not name it")
@@ -224,8 +233,9 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
         (student, path), notes = _one_hand_in(entries)
         named = manifest_student(path)
         who = Student(name=student, email=named if "@" in named else "", sid=named if "@" not in named else "")
-        found.append(Submission(_unique_id(student, ids), entry_point(path, unit), (who,), notes,
-                                os.stat(path).st_mtime))
+        found.append(
+            Submission(_unique_id(student, ids), entry_point(path, unit), (who,), notes, os.stat(path).st_mtime)
+        )
     return sorted(found, key=lambda submission: submission.id)
 
 
@@ -244,8 +254,10 @@ def _one_hand_in(entries: list[tuple[str, str]]) -> tuple[tuple[str, str], tuple
         return -os.stat(path).st_mtime, kind, path
 
     chosen, *others = sorted(entries, key=rank)
-    note = (f"{len(entries)} hand-ins of {chosen[0]}: graded {shown_name(os.path.basename(chosen[1]))}, the newest "
-            f"(a zip before a notebook before a folder when as new); not graded: "
-            + ", ".join(shown_name(os.path.basename(path)) for _, path in others))
+    note = (
+        f"{len(entries)} hand-ins of {chosen[0]}: graded {shown_name(os.path.basename(chosen[1]))}, the newest "
+        f"(a zip before a notebook before a folder when as new); not graded: "
+        + ", ".join(shown_name(os.path.basename(path)) for _, path in others)
+    )
     _warn(note)
     return chosen, (note,)

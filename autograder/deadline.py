@@ -1,5 +1,6 @@
 """One time limit for a whole grading, on the grader's own clock: every stage asks it how
 long it may still run."""
+
 from __future__ import annotations
 
 import time

@@ -9,6 +9,7 @@ The runner takes it once a test process is warm (torch imported, the CUDA contex
 only then lets it load the module (autograder/runner.py): starting a process needs no lock,
 and no student code runs on the GPU without it.
 """
+
 from __future__ import annotations
 
 import fcntl

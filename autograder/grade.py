@@ -10,6 +10,7 @@ autograder/stages/ in this order:
     run        each group in fresh children, judged as it ends: a case runs where those it needs passed
     report     the verdicts as the report's entries
     extras     a package's own tests and a notebook's written answers, worth no points"""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """How one grading runs (autograder/grade.py): the options of `grade`, checked as they are made."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ class GradeOptions:
     so that perf cases time with nothing else of the batch on the GPU; keep_build, a new folder
     the first step stores its build into before any test process runs; prebuilt, that folder,
     whose build the perf step runs instead of building again (it builds where there is none)."""
+
     seed: int | None = None
     work: str | None = None
     has_gpu: bool | None = None

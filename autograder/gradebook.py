@@ -10,6 +10,7 @@ run); grader failed (no score: the grader, not the student, failed; grade it aga
 (on the roster, nothing handed in; no score); and, given a due time, "; late" after a graded
 status where the hand-in came after it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,8 @@ from autograder.untrusted_files import clean_strings, finite_number
 from course.spec.questions import WRITTEN
 from course.written_whole import written_whole
 
-RESULTS = "results"          # OUT/results/<id>/: one folder per submission
-STATE = "grading.json"       # who handed it in, its hash, the grader's version, how the grading ended
+RESULTS = "results"  # OUT/results/<id>/: one folder per submission
+STATE = "grading.json"  # who handed it in, its hash, the grader's version, how the grading ended
 # OUT/expected.json: {id: its students} of every submission a sharded batch (Slurm) was asked to
 # grade; one whose shard never reached it has no folder, and is reported as not graded.
 EXPECTED = "expected.json"
@@ -40,20 +41,25 @@ ANONYMISE_KEY = ".anonymise-key"  # OUT/.anonymise-key: the leaderboard's secret
 # A row's status, apart from its score (a grader failure is no zero).
 GRADED, NO_GPU, FAILED, MISSING, LATE = "graded", "not run: no GPU", "grader failed", "missing", "late"
 NO_GPU_OUTPUT = "not run: no GPU"  # how grade.py reports a CUDA case on a machine without one
-SLOWEST = 5                  # grading_time.md: the whole gradings it names
-TIME_ROWS = 15               # grading_time.md: the tests that took the most time, all submissions together
+SLOWEST = 5  # grading_time.md: the whole gradings it names
+TIME_ROWS = 15  # grading_time.md: the tests that took the most time, all submissions together
 # grading_time.md: a grading's phases (report timings) and what the instructor reads for each
-PHASES = (("build_s", "builds"), ("inputs_s", "making input sets"), ("runs_s", "the submissions' test processes"),
-          ("judging_s", "judging"), ("baselines_s", "torch's and the reference's runs"))
+PHASES = (
+    ("build_s", "builds"),
+    ("inputs_s", "making input sets"),
+    ("runs_s", "the submissions' test processes"),
+    ("judging_s", "judging"),
+    ("baselines_s", "torch's and the reference's runs"),
+)
 
 
 @dataclass
 class Record:
     id: str
     students: list[dict]
-    results: dict | None                      # results.json, or None where the grading failed
+    results: dict | None  # results.json, or None where the grading failed
     state: dict = field(default_factory=dict)
-    late: bool = False                        # handed in after the due time the reports were given
+    late: bool = False  # handed in after the due time the reports were given
 
     @property
     def score(self) -> float | None:
@@ -86,8 +92,11 @@ def read(out: str, roster: list[dict] | None = None, due: float | None = None) -
         entries = set(expected)
     else:
         folder = os.path.join(out, RESULTS)
-        entries = {entry for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
-                   if os.path.isdir(os.path.join(folder, entry))}
+        entries = {
+            entry
+            for entry in (os.listdir(folder) if os.path.isdir(folder) else ())
+            if os.path.isdir(os.path.join(folder, entry))
+        }
     records = [record(out, entry, expected.get(entry)) for entry in sorted(entries)]
     for each in records:
         handed_in = each.state.get("handed_in")
@@ -107,8 +116,15 @@ def _with_roster(records: list[Record], roster: list[dict]) -> list[Record]:
             if row in unmatched:
                 unmatched.remove(row)
         record.students = students
-    missing = [Record("", [{"name": row.get("name") or row.get("id", ""), "email": row.get("email", ""),
-                            "sid": row.get("sid", "")}], None, {"status": MISSING}) for row in unmatched]
+    missing = [
+        Record(
+            "",
+            [{"name": row.get("name") or row.get("id", ""), "email": row.get("email", ""), "sid": row.get("sid", "")}],
+            None,
+            {"status": MISSING},
+        )
+        for row in unmatched
+    ]
     return records + missing
 
 
@@ -125,8 +141,9 @@ def _expected(out: str) -> dict[str, list]:
 
 
 def _expected_problem(expected) -> str:
-    if not (isinstance(expected, dict) and all(isinstance(v, list) and all(map(_student, v))
-                                               for v in expected.values())):
+    if not (
+        isinstance(expected, dict) and all(isinstance(v, list) and all(map(_student, v)) for v in expected.values())
+    ):
         return "expected an object of submission ids to lists of students"
     return ""
 
@@ -135,8 +152,9 @@ def record(out: str, entry: str, students: list | None = None) -> Record:
     """OUT/results/<entry>/'s record; its results are None where it is not graded or damaged.
     `students`: who handed it in, where its own record cannot say (OUT/expected.json)."""
     where = os.path.join(RESULTS, entry)  # relative to OUT, as failures.md names the files
-    state, problem = _load(out, os.path.join(where, STATE), _state_problem,
-                           missing="missing: its grading never finished (a killed task?)")
+    state, problem = _load(
+        out, os.path.join(where, STATE), _state_problem, missing="missing: its grading never finished (a killed task?)"
+    )
     if problem:
         return Record(entry, clean_strings(students or [{"name": entry}]), None, {"status": "failed", "error": problem})
     state = clean_strings(state)  # a name or message a file system gave as surrogates still goes in a CSV
@@ -188,9 +206,13 @@ def _student(value) -> bool:
 
 STATUSES = ("passed", "failed")
 # What the reports read of each test in results.json: (key, check, what it must be).
-TEST_FIELDS = (("name", _text, "text"), ("score", finite_number, "a number"),
-               ("status", STATUSES.__contains__, '"passed" or "failed"'), ("output", _text, "text"),
-               ("tags", _tags, "a list of one or more tags"))
+TEST_FIELDS = (
+    ("name", _text, "text"),
+    ("score", finite_number, "a number"),
+    ("status", STATUSES.__contains__, '"passed" or "failed"'),
+    ("output", _text, "text"),
+    ("tags", _tags, "a list of one or more tags"),
+)
 
 
 def _state_problem(state) -> str:
@@ -245,8 +267,16 @@ def _perf_problem(perf) -> str:
 def _groups(records: list[Record]) -> list[str]:
     """The scored test groups: written answers are worth nothing until graded by hand, and a
     package's own tests nothing at all."""
-    return sorted({t["tags"][0] for r in records if r.results for t in r.results["tests"]
-                   if t.get("tags") and t.get("max_score", 1)} - {WRITTEN})
+    return sorted(
+        {
+            t["tags"][0]
+            for r in records
+            if r.results
+            for t in r.results["tests"]
+            if t.get("tags") and t.get("max_score", 1)
+        }
+        - {WRITTEN}
+    )
 
 
 def _written(record: Record) -> list[dict]:
@@ -270,16 +300,21 @@ def write_gradebook(records: list[Record], path: str) -> None:
             scores = [f"{record.score:g}" if graded else "", record.status]
             scores += [f"{by_group[g]:g}" if graded else "" for g in groups]
             for student in record.students:
-                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", "")]
-                                + scores + [answered, record.id])
+                writer.writerow(
+                    [student.get("name", ""), student.get("sid", ""), student.get("email", "")]
+                    + scores
+                    + [answered, record.id]
+                )
 
 
 @contextlib.contextmanager
 def _written_file(path: str):
     """`path` open for writing text, in its place only once whole (a rerun or an upload never
     reads half a report); what UTF-8 cannot encode is replaced, not an error."""
-    with written_whole(path) as temporary, open(temporary, "w", newline="", encoding="utf-8",
-                                                 errors="replace") as handle:
+    with (
+        written_whole(path) as temporary,
+        open(temporary, "w", newline="", encoding="utf-8", errors="replace") as handle,
+    ):
         yield handle
 
 
@@ -292,8 +327,10 @@ def write_answers(records: list[Record], path: str) -> None:
         for record in records:
             text = {t["name"]: t["output"] if t["status"] == "passed" else "" for t in _written(record)}
             for student in record.students:
-                writer.writerow([student.get("name", ""), student.get("sid", ""), student.get("email", ""), record.id]
-                                + [text.get(q, "") for q in questions])
+                writer.writerow(
+                    [student.get("name", ""), student.get("sid", ""), student.get("email", ""), record.id]
+                    + [text.get(q, "") for q in questions]
+                )
 
 
 def anonymise_key(out: str) -> bytes:
@@ -306,8 +343,10 @@ def anonymise_key(out: str) -> bytes:
         with open(path, "rb") as handle:
             key = handle.read()
         if len(key) < 16:
-            raise ValueError(f"{path}: expected the key --anonymise made (32 random bytes); "
-                             f"remove it to make a new one (the anonymous names change)") from None
+            raise ValueError(
+                f"{path}: expected the key --anonymise made (32 random bytes); "
+                f"remove it to make a new one (the anonymous names change)"
+            ) from None
         return key
     with os.fdopen(fd, "wb") as handle:
         handle.write(secrets.token_bytes(32))
@@ -328,25 +367,33 @@ def leaderboard_rows(records: list[Record], key: bytes | None) -> tuple[list[str
     rows = []
     for rank, record in enumerate(graded, 1):
         perf = record.results["extra_data"].get("perf", {})
-        rows.append([str(rank), _label(record, key), f"{record.score:g}"]
-                    + [f"{perf[c]['ratio']:.2f}x" if c in perf else "-" for c in cases])
+        rows.append(
+            [str(rank), _label(record, key), f"{record.score:g}"]
+            + [f"{perf[c]['ratio']:.2f}x" if c in perf else "-" for c in cases]
+        )
     return ["rank", "student", "score"] + cases, rows
 
 
 def write_leaderboard(records: list[Record], out: str, unit: str, anonymise: bool) -> None:
     header, rows = leaderboard_rows(records, anonymise_key(out) if anonymise else None)
-    note = ("Perf columns: PyTorch's time over the submission's (higher is faster)."
-            if len(header) > 3 else "This unit has no perf cases: the board ranks by score.")
-    lines = [f"# Leaderboard: {unit}", "", note, "", "| " + " | ".join(header) + " |",
-             "|" + " --- |" * len(header)] + ["| " + " | ".join(row) + " |" for row in rows]
+    note = (
+        "Perf columns: PyTorch's time over the submission's (higher is faster)."
+        if len(header) > 3
+        else "This unit has no perf cases: the board ranks by score."
+    )
+    lines = [f"# Leaderboard: {unit}", "", note, "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + [
+        "| " + " | ".join(row) + " |" for row in rows
+    ]
     with _written_file(os.path.join(out, "leaderboard.md")) as handle:
         handle.write("\n".join(lines) + "\n")
     cells = lambda row, tag: "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)  # noqa: E731
     body = "\n".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
     with _written_file(os.path.join(out, "leaderboard.html")) as handle:
-        handle.write(f"<!doctype html><meta charset=utf-8><title>Leaderboard: {html.escape(unit)}</title>\n"
-                     f"<h1>Leaderboard: {html.escape(unit)}</h1><p>{html.escape(note)}</p>\n"
-                     f"<table border=1><tr>{cells(header, 'th')}</tr>\n{body}</table>\n")
+        handle.write(
+            f"<!doctype html><meta charset=utf-8><title>Leaderboard: {html.escape(unit)}</title>\n"
+            f"<h1>Leaderboard: {html.escape(unit)}</h1><p>{html.escape(note)}</p>\n"
+            f"<table border=1><tr>{cells(header, 'th')}</tr>\n{body}</table>\n"
+        )
 
 
 def failure_summary(records: list[Record]) -> str:
@@ -360,8 +407,12 @@ def failure_summary(records: list[Record]) -> str:
                 first = (test["output"].strip().splitlines() or [""])[0][:160]
                 messages.setdefault(test["name"], Counter())[first] += 1
     graded = sum(1 for r in records if r.results)
-    lines = [f"# Failures: {graded} submissions graded", "", "| test | failed by | most common message |",
-             "| --- | --- | --- |"]
+    lines = [
+        f"# Failures: {graded} submissions graded",
+        "",
+        "| test | failed by | most common message |",
+        "| --- | --- | --- |",
+    ]
     for name, count in failed.most_common():
         message = messages[name].most_common(1)[0][0].replace("|", "\\|")
         lines.append(f"| `{name}` | {count} of {graded} | {message} |")
@@ -380,8 +431,19 @@ def failure_summary(records: list[Record]) -> str:
 
 
 def _who(student: dict) -> str:
-    return " ".join(filter(None, [student.get("name"), f"<{student['email']}>" if student.get("email") else "",
-                                  f"(SID {student['sid']})" if student.get("sid") else ""])) or "a student"
+    return (
+        " ".join(
+            filter(
+                None,
+                [
+                    student.get("name"),
+                    f"<{student['email']}>" if student.get("email") else "",
+                    f"(SID {student['sid']})" if student.get("sid") else "",
+                ],
+            )
+        )
+        or "a student"
+    )
 
 
 def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
@@ -395,23 +457,30 @@ def time_summary(records: list[Record], rows: int = TIME_ROWS) -> str:
                 seconds.setdefault(test["name"], []).append((float(extra["seconds"]), record.id))
     graded = sum(1 for r in records if r.results)
     lines = [f"# Grading time: {graded} submissions graded", ""]
-    whole = sorted(((float(r.state["seconds"]), r.id) for r in records if finite_number(r.state.get("seconds"))),
-                   reverse=True)
+    whole = sorted(
+        ((float(r.state["seconds"]), r.id) for r in records if finite_number(r.state.get("seconds"))), reverse=True
+    )
     if whole:  # the batch's last minutes are its slowest gradings: name them
         slowest = ", ".join(f"`{who}` {s:.1f}" for s, who in whole[:SLOWEST])
-        lines += [f"Whole gradings, s: shortest {whole[-1][0]:.1f}, median {statistics.median(s for s, _ in whole):.1f}, "
-                  f"all together {sum(s for s, _ in whole):.1f}; the slowest: {slowest}.", ""]
+        lines += [
+            f"Whole gradings, s: shortest {whole[-1][0]:.1f}, median {statistics.median(s for s, _ in whole):.1f}, "
+            f"all together {sum(s for s, _ in whole):.1f}; the slowest: {slowest}.",
+            "",
+        ]
     totals = _phase_totals(records)
     if totals:  # whether the batch was bound by builds, the host's work or its test processes
         phases = ", ".join(f"{label} {totals[key]:.1f}" for key, label in PHASES if key in totals)
-        started = f"; starting test processes took {totals['child_start_s']:.1f} of them" \
-            if "child_start_s" in totals else ""
+        started = (
+            f"; starting test processes took {totals['child_start_s']:.1f} of them" if "child_start_s" in totals else ""
+        )
         lines += [f"Phases, all gradings together, s: {phases}{started}.", ""]
     lines += ["| test | all submissions, s | median, s | longest, s (submission) |", "| --- | ---: | ---: | --- |"]
     for name, times in sorted(seconds.items(), key=lambda item: -sum(s for s, _ in item[1]))[:rows]:
         longest, who = max(times)
-        lines.append(f"| `{name}` | {sum(s for s, _ in times):.1f} | {statistics.median(s for s, _ in times):.1f} "
-                     f"| {longest:.1f} (`{who}`) |")
+        lines.append(
+            f"| `{name}` | {sum(s for s, _ in times):.1f} | {statistics.median(s for s, _ in times):.1f} "
+            f"| {longest:.1f} (`{who}`) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -441,8 +510,9 @@ def feedback_text(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_reports(out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None,
-                  due: float | None = None) -> list[Record]:
+def write_reports(
+    out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None, due: float | None = None
+) -> list[Record]:
     records = read(out, roster, due)
     write_gradebook(records, os.path.join(out, "gradebook.csv"))
     write_answers(records, os.path.join(out, "answers.csv"))

@@ -5,6 +5,7 @@ packages and the unit's folders in solutions/. The grader's version is their dig
 In a checkout they are the repository's folders; after `pip install .`, the packages in
 site-packages with the units inside the grader's (autograder/solutions/, see
 course/spec/units.py), which is listed once, as solutions/."""
+
 from __future__ import annotations
 
 import os
@@ -19,11 +20,14 @@ _BYTECODE = "__pycache__"
 def folders(unit: Unit) -> list[tuple[str, str]]:
     """(path in the project, folder here): the packages, solutions/common, the unit's own folder
     and those of the units it is handed `[given]` files from."""
-    packages = [(name, os.path.dirname(os.path.abspath(module.__file__)))
-                for name, module in (("course", course), ("autograder", autograder))]
+    packages = [
+        (name, os.path.dirname(os.path.abspath(module.__file__)))
+        for name, module in (("course", course), ("autograder", autograder))
+    ]
     given_from = sorted({origin for _, origin in unit.given})
-    return packages + [(f"solutions/{name}", os.path.join(unit.solutions, name))
-                       for name in ["common", unit.name, *given_from]]
+    return packages + [
+        (f"solutions/{name}", os.path.join(unit.solutions, name)) for name in ["common", unit.name, *given_from]
+    ]
 
 
 def files(unit: Unit, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
@@ -33,8 +37,11 @@ def files(unit: Unit, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     found = []
     for name, top in folders(unit):
         for root, subfolders, names in os.walk(top):
-            subfolders[:] = sorted(f for f in subfolders if f not in (_BYTECODE, *skip)
-                                   and os.path.realpath(os.path.join(root, f)) != units_inside)
+            subfolders[:] = sorted(
+                f
+                for f in subfolders
+                if f not in (_BYTECODE, *skip) and os.path.realpath(os.path.join(root, f)) != units_inside
+            )
             for file in sorted(names):
                 if not file.endswith(".pyc") and file not in skip:
                     path = os.path.join(root, file)

@@ -17,6 +17,7 @@ environment with torch and the CUDA compiler; run_autograder, which Gradescope c
 /autograder/results/results.json. AUTOGRADER_ROOT moves /autograder and GRADER_VENV the
 environment (tests use temporary folders).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ from course.spec import units
 from course.spec.units import Unit
 from course.written_whole import written_whole
 
-NOTE = ("Immediate feedback from a machine without a GPU: the build and the CPU-path cases. The CUDA "
-        "cases run later on the course's GPUs; that grade replaces this score.")
+NOTE = (
+    "Immediate feedback from a machine without a GPU: the build and the CPU-path cases. The CUDA "
+    "cases run later on the course's GPUs; that grade replaces this score."
+)
 GPU_ENTRY = "GPU cases: graded later"
 # What `pip install` of the zip's copy reads beside the packages (pyproject.toml names README.md).
 PROJECT_FILES = ("pyproject.toml", "README.md")
@@ -93,8 +96,9 @@ def project_files(unit: Unit) -> list[tuple[str, str]]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     missing = [name for name in PROJECT_FILES if not os.path.isfile(os.path.join(root, name))]
     if missing:
-        raise FileNotFoundError(f"the Gradescope zip is made from a checkout of the course: no "
-                                f"{', '.join(missing)} in {root}")
+        raise FileNotFoundError(
+            f"the Gradescope zip is made from a checkout of the course: no {', '.join(missing)} in {root}"
+        )
     return [(name, os.path.join(root, name)) for name in PROJECT_FILES] + grader_files.files(unit, _SKIP)
 
 
@@ -103,9 +107,12 @@ def write_zip(unit: Unit, out: str) -> str:
 
     version = torch.__version__.split("+")[0]
     cuda = torch.version.cuda or "12.8"
-    scripts = {"setup.sh": _SETUP.format(torch=version, cuda=cuda, cuda_dash=cuda.replace(".", "-"),
-                                         cuda_tag=cuda.replace(".", "")),
-               "run_autograder": _RUN.format(unit=unit.name)}
+    scripts = {
+        "setup.sh": _SETUP.format(
+            torch=version, cuda=cuda, cuda_dash=cuda.replace(".", "-"), cuda_tag=cuda.replace(".", "")
+        ),
+        "run_autograder": _RUN.format(unit=unit.name),
+    }
     copied = project_files(unit)
     with written_whole(out) as temporary, zipfile.ZipFile(temporary, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
@@ -130,9 +137,11 @@ def gpu_cases_later(result: Grade, unit: Unit) -> Grade:
     on_gpu = {case.name for case in unit.tests(hidden=True).CASES if case.device != "cpu"}
     later = [test.name for test in result.tests if test.not_run and test.name in on_gpu]
     if later:
-        note = (f"{len(later)} public cases need a GPU, which this machine does not have: "
-                f"{', '.join(later)}. They run with the hidden ones on the course's GPUs, in the "
-                "instructor's batch grading; that grade replaces this score.")
+        note = (
+            f"{len(later)} public cases need a GPU, which this machine does not have: "
+            f"{', '.join(later)}. They run with the hidden ones on the course's GPUs, in the "
+            "instructor's batch grading; that grade replaces this score."
+        )
         result.tests = [test for test in result.tests if test.name not in later]
         result.tests.append(TestResult(GPU_ENTRY, 0, True, note, visibility="visible", tags=("gpu",)))
     return result
@@ -161,8 +170,11 @@ def _write_json(data: dict, results_dir: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.gradescope",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
     parser.add_argument("--submission", required=True, help="the folder Gradescope put the upload in")
     parser.add_argument("--results", required=True, help="the folder results.json goes in")
@@ -170,10 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         data = feedback(units.load(args.unit), args.submission, time_limit=args.time_limit)
-    except Exception:  # noqa: BLE001 - the student must see a report, and the staff why there is none
+    except Exception:
         traceback.print_exc()
-        _write_json({"score": 0, "output": "The grader failed on this submission; the course staff will "
-                     "look at it. Your grade comes from the GPU batch grading.", "tests": []}, args.results)
+        _write_json(
+            {
+                "score": 0,
+                "output": "The grader failed on this submission; the course staff will "
+                "look at it. Your grade comes from the GPU batch grading.",
+                "tests": [],
+            },
+            args.results,
+        )
         return 1
     print(f"wrote {_write_json(data, args.results)}: {data['score']} points")
     return 0

@@ -2,6 +2,7 @@
 so that the grader's own process never creates a CUDA context) and the environment they run
 in. A grading asks here, and so does grade-all (autograder/batch.py), which asks once per GPU
 and hands each grading its answer."""
+
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,7 @@ def gpu_probe_env(visible_devices: str) -> dict[str, str]:
     return {GPU_PROBE_ENV: json.dumps([visible_devices, capability, count])}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpus_of(visible_devices: str | None) -> tuple[str | None, int]:
     """(the first GPU's capability or None, how many) a child sees with CUDA_VISIBLE_DEVICES
     set to `visible_devices` (None: as this process has it)."""
@@ -42,8 +43,10 @@ def gpus_of(visible_devices: str | None) -> tuple[str | None, int]:
             return capability, int(count)
     except (ValueError, TypeError):
         pass
-    code = ("import torch; print('%d.%d %d' % (*torch.cuda.get_device_capability(), torch.cuda.device_count()) "
-            "if torch.cuda.is_available() else 'none 0')")
+    code = (
+        "import torch; print('%d.%d %d' % (*torch.cuda.get_device_capability(), torch.cuda.device_count()) "
+        "if torch.cuda.is_available() else 'none 0')"
+    )
     env = dict(os.environ)
     if visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible_devices

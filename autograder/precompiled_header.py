@@ -15,6 +15,7 @@ torch's version, its headers and the compiler; only the process that makes it wr
 
     python -m autograder.precompiled_header BASE     make them under BASE (a lock makes them once)
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -56,7 +57,9 @@ def folder(base: str) -> str:
         info = os.stat(path)
         stamps.append(f"{os.path.realpath(path)} {info.st_size} {info.st_mtime_ns}")
     key = "\n".join([torch.__version__, *stamps, _compiler(), version, *EXTRA_CFLAGS])
-    return os.path.join(os.path.abspath(base), f"torch-{torch.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}")
+    return os.path.join(
+        os.path.abspath(base), f"torch-{torch.__version__}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    )
 
 
 def _made(where: str, header: str) -> bool:
@@ -108,9 +111,17 @@ def make(where: str, *, wait: bool = False) -> bool:
             if not os.path.isfile(path):
                 _write_whole(path, lambda partial: pathlib.Path(partial).write_text(f"#include_next <{header}>\n"))
             if not os.path.isfile(path + ".gch"):
-                _write_whole(path + ".gch", lambda partial: subprocess.run(
-                    [*compiler, *flags, "-x", "c++-header", _source(header), "-o", partial], env=env, check=True,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=MAKE_SECONDS))
+                _write_whole(
+                    path + ".gch",
+                    lambda partial: subprocess.run(
+                        [*compiler, *flags, "-x", "c++-header", _source(header), "-o", partial],
+                        env=env,
+                        check=True,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        timeout=MAKE_SECONDS,
+                    ),
+                )
     return True
 
 
@@ -129,8 +140,13 @@ def start(base: str) -> tuple[str, subprocess.Popen | None]:
     from autograder.machine import child_env  # the grader's children's environment, the course importable
 
     with open(where + ".log", "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "autograder.precompiled_header", base], env=child_env(None),
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "autograder.precompiled_header", base],
+            env=child_env(None),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     return where, process
 
 

@@ -8,6 +8,7 @@ gradings running side by side wait for one build. Each perf group gets a fresh c
 the grading's folder: the loader writes beside the library, and a copy made after the
 student's last child was stopped is one that child could not touch.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,16 +30,24 @@ BUILD_TIMEOUT = 900
 
 
 def cache_root() -> str:
-    return os.environ.get(CACHE_ENV) or os.path.join(os.path.expanduser("~"), ".cache", "course-autograder",
-                                                      "references")
+    return os.environ.get(CACHE_ENV) or os.path.join(
+        os.path.expanduser("~"), ".cache", "course-autograder", "references"
+    )
 
 
 def cache_key(unit: Unit, env: dict) -> str:
     """What the reference's build depends on: the grader's version for the unit (its code and
     the unit's files, autograder/version.py), torch, Python and the architectures compiled for."""
     digest = hashlib.sha256()
-    parts = [grader_version(unit), unit.name, torch.__version__, str(torch.version.cuda), sys.version,
-             env.get("TORCH_CUDA_ARCH_LIST", ""), env.get("CUDA_HOME", "")]
+    parts = [
+        grader_version(unit),
+        unit.name,
+        torch.__version__,
+        str(torch.version.cuda),
+        sys.version,
+        env.get("TORCH_CUDA_ARCH_LIST", ""),
+        env.get("CUDA_HOME", ""),
+    ]
     for part in parts:
         digest.update(part.encode() + b"\0")
     return digest.hexdigest()[:20]

@@ -3,6 +3,7 @@
 Perf tests earn a fraction of their points; one counts as "passed" when it earned
 any (right outputs, faster than its zero_at ratio), and its score says how much.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,24 @@ from autograder.results import Grade
 
 def machine_info() -> dict:
     """GPU, driver and library versions; read with nvidia-smi so no CUDA context is made here."""
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "gpu": "none", "driver": None}
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "gpu": "none",
+        "driver": None,
+    }
     try:
-        line = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+        line = (
+            subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
         info["gpu"], info["driver"] = (part.strip() for part in line.split(",", 1))
     except (OSError, IndexError, subprocess.SubprocessError, ValueError):
         pass
@@ -31,16 +45,19 @@ def machine_info() -> dict:
 
 
 def results_json(grade: Grade) -> dict:
-    tests = [{
-        "name": test.name,
-        "score": test.score,
-        "max_score": test.max_score,
-        "status": "passed" if test.passed else "failed",
-        "output": test.output,
-        "visibility": test.visibility,
-        "tags": list(test.tags),
-        **({"extra_data": {"seconds": round(test.seconds, 2)}} if test.seconds is not None else {}),
-    } for test in grade.tests]
+    tests = [
+        {
+            "name": test.name,
+            "score": test.score,
+            "max_score": test.max_score,
+            "status": "passed" if test.passed else "failed",
+            "output": test.output,
+            "visibility": test.visibility,
+            "tags": list(test.tags),
+            **({"extra_data": {"seconds": round(test.seconds, 2)}} if test.seconds is not None else {}),
+        }
+        for test in grade.tests
+    ]
     timings = ", ".join(f"{key} {value:.1f}" for key, value in grade.timings.items())
     return {
         "score": round(sum(test.score for test in grade.tests), 2),
@@ -49,8 +66,15 @@ def results_json(grade: Grade) -> dict:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {**machine_info(), "unit": grade.unit, "seed": grade.seed, "timings": grade.timings,
-                       "answers": grade.answers, "perf": grade.perf, "sandbox": grade.sandbox},
+        "extra_data": {
+            **machine_info(),
+            "unit": grade.unit,
+            "seed": grade.seed,
+            "timings": grade.timings,
+            "answers": grade.answers,
+            "perf": grade.perf,
+            "sandbox": grade.sandbox,
+        },
     }
 
 

@@ -5,6 +5,7 @@ judge reads for the case must be there, of the right type, and nothing may be le
 taken as a pass (an empty list of outputs, a missing profile). Values, dtypes and shapes
 of the outputs are the judge's to compare, with its messages.
 """
+
 from __future__ import annotations
 
 import torch

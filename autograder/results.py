@@ -1,5 +1,6 @@
 """The result model: a grade and its tests, as the orchestrator fills them in and the
 report writes them out."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

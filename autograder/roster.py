@@ -15,6 +15,7 @@ as missing. The gradebook names a student as the roster does, and takes the rost
 sid where the hand-in has none (a folder of hand-ins has only names: the roster gives Gradescope's
 upload its emails).
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,12 +32,15 @@ def read_roster(path: str) -> list[dict[str, str]]:
             header = {(column or "").strip().lower(): column for column in reader.fieldnames or ()}
             known = [column for column in COLUMNS if column in header]
             if not known:
-                raise ValueError(f"--roster {path!r}: expected a CSV file whose first row names one or more "
-                                 f"of the columns {', '.join(COLUMNS)}")
+                raise ValueError(
+                    f"--roster {path!r}: expected a CSV file whose first row names one or more "
+                    f"of the columns {', '.join(COLUMNS)}"
+                )
             rows = [{column: (row.get(header[column]) or "").strip() for column in known} for row in reader]
     except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ValueError(f"--roster {path!r}: expected a readable UTF-8 CSV file ({type(error).__name__}: {error})") \
-            from None
+        raise ValueError(
+            f"--roster {path!r}: expected a readable UTF-8 CSV file ({type(error).__name__}: {error})"
+        ) from None
     return [row for row in rows if any(row.values())]
 
 
@@ -46,8 +50,13 @@ def _key(text: str) -> str:
 
 def is_theirs(row: dict[str, str], submission_id: str, student: dict) -> bool:
     """Whether `student` of submission `submission_id` is the roster's `row`."""
-    pairs = [("id", submission_id), ("id", student.get("name", "")), ("name", student.get("name", "")),
-             ("email", student.get("email", "")), ("sid", student.get("sid", ""))]
+    pairs = [
+        ("id", submission_id),
+        ("id", student.get("name", "")),
+        ("name", student.get("name", "")),
+        ("email", student.get("email", "")),
+        ("sid", student.get("sid", "")),
+    ]
     return any(row.get(column) and _key(row[column]) == _key(value) for column, value in pairs if value)
 
 

@@ -5,6 +5,7 @@ A child and this runner talk through files in the child's own folder; GroupFiles
 The child can write that folder, so its files are hints: every time limit runs on this
 process's own clock, and every result is loaded as data only (weights_only).
 """
+
 from __future__ import annotations
 
 import builtins
@@ -25,9 +26,9 @@ from autograder.untrusted_files import clean_strings, open_regular
 from course.cases import Case
 
 CHILD_START_TIMEOUT = 120  # import torch, load the module, create the CUDA context
-EXIT_GRACE = 5             # seconds a child that wrote every result gets to exit (a thread may hold it)
+EXIT_GRACE = 5  # seconds a child that wrote every result gets to exit (a thread may hold it)
 POLL_SECONDS = 0.05
-CUDA_CONTEXT_LOST = 70     # the child's exit code after a sticky CUDA error
+CUDA_CONTEXT_LOST = 70  # the child's exit code after a sticky CUDA error
 
 
 class GroupFiles:
@@ -76,16 +77,23 @@ def runnable_case(case: Case) -> dict:
     params = dict(case.params)
     if isinstance(params.get("bad"), dict):
         params["bad"] = {name: _code_of(spoil) for name, spoil in params["bad"].items()}
-    return {**{f.name: getattr(case, f.name) for f in dataclasses.fields(case)}, "params": params, "hint": "",
-            "error_words": (), "needs": ()}
+    return {
+        **{f.name: getattr(case, f.name) for f in dataclasses.fields(case)},
+        "params": params,
+        "hint": "",
+        "error_words": (),
+        "needs": (),
+    }
 
 
 def case_from_data(data: dict) -> Case:
     """The case runnable_case described, its spoilers made functions again (in the child)."""
     params = dict(data["params"])
     if isinstance(params.get("bad"), dict):
-        params["bad"] = {name: types.FunctionType(marshal.loads(code), {"torch": torch, "__builtins__": builtins})
-                         for name, code in params["bad"].items()}
+        params["bad"] = {
+            name: types.FunctionType(marshal.loads(code), {"torch": torch, "__builtins__": builtins})
+            for name, code in params["bad"].items()
+        }
     return Case(**{**data, "params": params})
 
 
@@ -112,16 +120,28 @@ def load_result(path: str) -> dict | str:
     try:
         with open_regular(path) as handle:
             return clean_strings(torch.load(handle, weights_only=True, map_location="cpu"))
-    except Exception as error:  # noqa: BLE001 - whatever the child wrote, the grader goes on
+    except Exception as error:
         return f"the test process left a result file that could not be read ({type(error).__name__})"
 
 
 class GroupRunner:
     """Runs a list of cases in sandboxed children, a fresh child after each one that stops early."""
 
-    def __init__(self, load: dict, sandbox: Sandbox, work: str, env: dict, deadline: Deadline, *,
-                 prefix: str, shared: tuple[str, ...] = (), case_timeout: float | None = None,
-                 wrapper: tuple[str, ...] = (), slowdown: float = 1.0, gpu_lock: GpuLock | None = None):
+    def __init__(
+        self,
+        load: dict,
+        sandbox: Sandbox,
+        work: str,
+        env: dict,
+        deadline: Deadline,
+        *,
+        prefix: str,
+        shared: tuple[str, ...] = (),
+        case_timeout: float | None = None,
+        wrapper: tuple[str, ...] = (),
+        slowdown: float = 1.0,
+        gpu_lock: GpuLock | None = None,
+    ):
         """`load`: what each child loads (the suite, and the student's build or none), as
         request.json carries it. `shared`: folders every child may write besides its own (the
         build, whose loader copies the library). `case_timeout`: a cap on every case's own.
@@ -137,13 +157,14 @@ class GroupRunner:
         # the previous case's end) to when its result was seen (or its child's end).
         self.case_seconds: dict[int, float] = {}
         self.exit_code: int | None = None  # the last child's (its wrapper's, if any)
-        self.stdout = ""                   # the last child's standard output
+        self.stdout = ""  # the last child's standard output
 
     def timeout(self, case: Case) -> float:
         return self.slowdown * (min(case.timeout, self.case_timeout) if self.case_timeout else case.timeout)
 
-    def run(self, group: str, device: str, cases: list[tuple[int, Case]],
-            inputs: dict[int, list[dict]]) -> dict[int, dict | str]:
+    def run(
+        self, group: str, device: str, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]
+    ) -> dict[int, dict | str]:
         """{case index: raw result dict, or a string saying why there is none}. Each child
         either returns results or is blamed for the case it stopped in; one that did neither
         would again, so the cases left get its reason."""
@@ -168,16 +189,18 @@ class GroupRunner:
             pending = [(i, c) for i, c in pending if i not in outcomes]
         return outcomes
 
-    def run_once(self, group: str, device: str, cases: list[tuple[int, Case]],
-                 inputs: dict[int, list[dict]]) -> tuple[str, dict[int, dict | str]]:
+    def run_once(
+        self, group: str, device: str, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]
+    ) -> tuple[str, dict[int, dict | str]]:
         """One child over `cases`, never restarted: (why it stopped early or '', {case index:
         raw result, or why there is none} of the cases that left one). Its exit code and
         output are then in exit_code and stdout."""
         files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
         files.write_cases(cases, inputs)
         reason, _ = self._run_child(files, device, cases)
-        return reason, {index: load_result(files.result(index)) for index, _ in cases
-                        if os.path.exists(files.result(index))}
+        return reason, {
+            index: load_result(files.result(index)) for index, _ in cases if os.path.exists(files.result(index))
+        }
 
     def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is
@@ -197,10 +220,14 @@ class GroupRunner:
         # children of one submission (or of one reference copy) compile each once; nobody else's
         # children are given that folder.
         jit_cache = os.path.join(self.shared[0], "jit") if self.shared else None
-        run = self.sandbox.start([*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
-                                 writable=[files.folder, *self.shared], cwd=files.folder, env=self.env,
-                                 limits=Limits(cpu_seconds=int(wall * CPUS)),
-                                 jit_cache=jit_cache)
+        run = self.sandbox.start(
+            [*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
+            writable=[files.folder, *self.shared],
+            cwd=files.folder,
+            env=self.env,
+            limits=Limits(cpu_seconds=int(wall * CPUS)),
+            jit_cache=jit_cache,
+        )
         held: list[Held] = []
         alone = any(case.kind == "perf" for _, case in cases)
 
@@ -228,8 +255,9 @@ class GroupRunner:
         """Whether a child on `device` waits for the GPU's lock before it loads the module."""
         return self.gpu_lock is not None and device.startswith("cuda")
 
-    def _watch(self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]],
-               open_gate=None) -> tuple[str, int | None]:
+    def _watch(
+        self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]], open_gate=None
+    ) -> tuple[str, int | None]:
         """Follow the child on this process's clock: a case's time counts from when this
         process first saw it start, whatever the child does to its files afterwards. A warm
         child is let go by open_gate() where given: it waits for the GPU's lock, and its
@@ -275,8 +303,9 @@ class GroupRunner:
                     return f"the module did not load within {CHILD_START_TIMEOUT * self.slowdown:.0f} s", None
             elif running is not None:
                 if now - seen[running] > timeouts[running]:
-                    return (f"timed out: still running after {timeouts[running]:.0f} s "
-                            "(an endless loop or a hang?)"), running
+                    return (
+                        f"timed out: still running after {timeouts[running]:.0f} s (an endless loop or a hang?)"
+                    ), running
             else:  # between tests: the next one should start at once
                 waiting = timeouts[next(i for i, _ in cases if i not in done)]
                 if now - idle_since > waiting:

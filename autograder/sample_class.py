@@ -5,6 +5,7 @@ what grade-all is measured and checked on.
     python -m autograder.sample_class UNIT CLASS --check OUT   each grading lost exactly
                                                                the tests its mutant must lose
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,11 @@ def check(unit, out: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.sample_class", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.sample_class",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("unit", choices=[u.name for u in units.all_units()])
     parser.add_argument("folder", help="the class folder to write")
     parser.add_argument("--copies", type=int, default=1, help="copies of the reference and of each mutant")

@@ -10,6 +10,7 @@ Modes, best first (docs/security.md says what each protects):
 
 Every mode scrubs the environment and sets rlimits. The mode is detected by trying it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,8 +43,22 @@ CPUS = max(1, len(os.sched_getaffinity(0)))
 OUTPUT_KEPT = 64 << 10  # of a run's stdout and stderr, the first and the last this many bytes each
 # Variables a run keeps; HOME and TMPDIR are set to its folder. Anything else (secrets
 # included) is dropped.
-ENV_NAMES = {"PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONUNBUFFERED",
-             "MAX_JOBS", "CC", "CXX", "CPATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES"}
+ENV_NAMES = {
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "MAX_JOBS",
+    "CC",
+    "CXX",
+    "CPATH",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NVIDIA_VISIBLE_DEVICES",
+}
 ENV_PREFIXES = ("CUDA_", "TORCH_", "PYTORCH_", "CUBLAS_", "CCACHE_", "NVCC_")
 
 
@@ -59,8 +74,12 @@ class Limits:
 
     def apply(self, own_uid: bool) -> None:
         """In the child, before exec."""
-        settings = [(resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_DATA, self.memory_bytes),
-                    (resource.RLIMIT_FSIZE, self.file_bytes), (resource.RLIMIT_CORE, 0)]
+        settings = [
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_DATA, self.memory_bytes),
+            (resource.RLIMIT_FSIZE, self.file_bytes),
+            (resource.RLIMIT_CORE, 0),
+        ]
         if own_uid:  # the count is per uid: the grader's own would count its other processes
             settings.append((resource.RLIMIT_NPROC, self.processes))
         for which, value in settings:
@@ -78,8 +97,15 @@ def scrubbed_env(env: dict, home: str) -> dict:
     python_path = [PACKAGE_ROOT, *(p for p in kept.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_ROOT)]
     # A sandbox uid has no passwd entry: getpass.getuser() (torch.profiler calls it) reads
     # LOGNAME and USER before it asks getpwuid, which would fail.
-    return {**kept, "HOME": home, "TMPDIR": os.path.join(home, "tmp"), "PYTHONNOUSERSITE": "1",
-            "USER": "sandbox", "LOGNAME": "sandbox", "PYTHONPATH": os.pathsep.join(python_path)}
+    return {
+        **kept,
+        "HOME": home,
+        "TMPDIR": os.path.join(home, "tmp"),
+        "PYTHONNOUSERSITE": "1",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "PYTHONPATH": os.pathsep.join(python_path),
+    }
 
 
 class _Capture(threading.Thread):
@@ -104,13 +130,13 @@ class _Capture(threading.Thread):
     def text(self) -> str:
         self.join(timeout=5)
         middle = f"\n[... {self.dropped} bytes left out ...]\n" if self.dropped else ""
-        return (bytes(self.head).decode(errors="replace") + middle + bytes(self.tail).decode(errors="replace"))
+        return bytes(self.head).decode(errors="replace") + middle + bytes(self.tail).decode(errors="replace")
 
 
 class Run:
     """One sandboxed process: poll it, kill it and everything it started, read its output."""
 
-    def __init__(self, sandbox: "Sandbox", process: subprocess.Popen):
+    def __init__(self, sandbox: Sandbox, process: subprocess.Popen):
         self.sandbox, self.process = sandbox, process
         self._stdout, self._stderr = _Capture(process.stdout), _Capture(process.stderr)
 
@@ -160,7 +186,7 @@ class Sandbox:
     # ---- setting up ----
 
     @classmethod
-    def open(cls, requested: str, work: str, *, read_only=(), hidden=(), env: dict | None = None) -> "Sandbox":
+    def open(cls, requested: str, work: str, *, read_only=(), hidden=(), env: dict | None = None) -> Sandbox:
         """The best mode that works here (or the one requested), tried in a folder under `work`.
         `hidden`: folders bwrap runs see empty (the course's solutions: reference sources, answer
         keys, mutants), but for the `read_only` paths under them (the suite a child imports)."""
@@ -175,8 +201,9 @@ class Sandbox:
             if own_uid and uid is None:
                 tried.append(f"{mode} with a uid of its own: no free uid in {UID_RANGE}")
                 continue
-            sandbox = cls(mode, uid, paths, ccache, tuple(os.path.realpath(p) for p in hidden if os.path.isdir(p)),
-                          lock)
+            sandbox = cls(
+                mode, uid, paths, ccache, tuple(os.path.realpath(p) for p in hidden if os.path.isdir(p)), lock
+            )
             problem = sandbox._try(work, env)
             if not problem:
                 if mode == "uid" and uid is not None:  # builds read a precompiled header there
@@ -185,9 +212,11 @@ class Sandbox:
                 return sandbox
             sandbox.close()
             tried.append(f"{mode}{' with a uid of its own' if own_uid else ''}: {problem}")
-        raise SandboxError(f"no sandbox works on this machine ({'; '.join(tried) or 'none to try'}). "
-                           + cure(os.geteuid() == 0, shutil.which("bwrap") is not None, _paths_a_run_reads())
-                           + " --sandbox none runs student code unprotected, for local debugging only.")
+        raise SandboxError(
+            f"no sandbox works on this machine ({'; '.join(tried) or 'none to try'}). "
+            + cure(os.geteuid() == 0, shutil.which("bwrap") is not None, _paths_a_run_reads())
+            + " --sandbox none runs student code unprotected, for local debugging only."
+        )
 
     def _try(self, work: str, env: dict) -> str:
         """'' when a run works: it imports the course's build module and finds torch."""
@@ -195,10 +224,13 @@ class Sandbox:
             if self.ccache_dir:
                 self._share_ccache()
             folder = self.folder(work, "sandbox_check_")
-            probe = ("import importlib.util, sys, course.build; open('ok', 'w').close(); "
-                     "sys.exit(0 if importlib.util.find_spec('torch') else 3)")
-            run = self.start(python_command("-c", probe), writable=[folder], cwd=folder, env=env,
-                             limits=Limits(cpu_seconds=60))
+            probe = (
+                "import importlib.util, sys, course.build; open('ok', 'w').close(); "
+                "sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+            )
+            run = self.start(
+                python_command("-c", probe), writable=[folder], cwd=folder, env=env, limits=Limits(cpu_seconds=60)
+            )
             code = run.wait(60)
             if code == 0 and os.path.exists(os.path.join(folder, "ok")):
                 return ""
@@ -239,8 +271,17 @@ class Sandbox:
 
     # ---- running ----
 
-    def start(self, argv: list[str], *, writable: list[str], cwd: str, env: dict, limits: Limits,
-              jit_cache: str | None = None, ccache: bool = False) -> Run:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        writable: list[str],
+        cwd: str,
+        env: dict,
+        limits: Limits,
+        jit_cache: str | None = None,
+        ccache: bool = False,
+    ) -> Run:
         """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write.
         `jit_cache`: a folder in one of them where Triton and inductor keep the kernels they
         compile, for every run given the same one; without it each run compiles them anew (in its
@@ -249,8 +290,10 @@ class Sandbox:
         home = writable[0]
         run_env = scrubbed_env(env, home)
         if jit_cache:
-            run_env.update(TRITON_CACHE_DIR=os.path.join(jit_cache, "triton"),
-                           TORCHINDUCTOR_CACHE_DIR=os.path.join(jit_cache, "inductor"))
+            run_env.update(
+                TRITON_CACHE_DIR=os.path.join(jit_cache, "triton"),
+                TORCHINDUCTOR_CACHE_DIR=os.path.join(jit_cache, "inductor"),
+            )
         shared_ccache = self.ccache_dir if ccache else None
         run_env.pop("CCACHE_DIR", None)
         if shared_ccache:
@@ -269,8 +312,16 @@ class Sandbox:
                 os.setgid(self.uid)
                 os.setuid(self.uid)
 
-        process = subprocess.Popen(command, cwd=cwd, env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, start_new_session=True, preexec_fn=in_child)
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=run_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=in_child,
+        )
         return Run(self, process)
 
     def run(self, argv: list[str], *, timeout: float, **kwargs) -> tuple[int | None, str]:
@@ -284,8 +335,22 @@ class Sandbox:
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU, when there is one
             args += ["--dev-bind", node, node]
-        args += ["--proc", "/proc", "--perms", "1777", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
-                 "--perms", "1777", "--size", str(TMPFS_BYTES // 4), "--tmpfs", "/dev/shm"]
+        args += [
+            "--proc",
+            "/proc",
+            "--perms",
+            "1777",
+            "--size",
+            str(TMPFS_BYTES),
+            "--tmpfs",
+            "/tmp",
+            "--perms",
+            "1777",
+            "--size",
+            str(TMPFS_BYTES // 4),
+            "--tmpfs",
+            "/dev/shm",
+        ]
         home = os.path.realpath(os.path.expanduser("~"))
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
@@ -306,8 +371,9 @@ class Sandbox:
             # emptied folder private (0700): made here, so that the sandbox uid may pass through them
             for above in _ancestors(path):
                 in_emptied = _under(above, emptied) and above not in emptied
-                if above not in made and (in_emptied or _under(above, hidden) and above not in hidden
-                                          and not _under(above, tuple(bound))):
+                if above not in made and (
+                    in_emptied or _under(above, hidden) and above not in hidden and not _under(above, tuple(bound))
+                ):
                     args += ["--perms", "0755", "--dir", above]
                     made.add(above)
             args += [how, path, path]
@@ -318,10 +384,28 @@ class Sandbox:
         # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
         # switch to) and the command switches to the sandbox uid, with no capabilities left.
         groups = ["--groups", str(CCACHE_GID)] if ccache_dir else ["--clear-groups"]
-        return args + ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                       "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                       "setpriv", "--reuid", str(self.uid), "--regid", str(self.uid), *groups,
-                       "--inh-caps=-all", "--bounding-set=-all", "--", *argv]
+        return args + [
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--",
+            "setpriv",
+            "--reuid",
+            str(self.uid),
+            "--regid",
+            str(self.uid),
+            *groups,
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--",
+            *argv,
+        ]
 
     # ---- ending ----
 
@@ -373,15 +457,19 @@ def cure(root: bool, bwrap: bool, needed: list[str]) -> str:
     if not root:
         if not bwrap:
             return install + " Without it, only root can run student code as a uid of its own."
-        return ("bubblewrap cannot make its namespaces here: allow unprivileged user namespaces "
-                "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also "
-                "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root.")
+        return (
+            "bubblewrap cannot make its namespaces here: allow unprivileged user namespaces "
+            "(sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also "
+            "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root."
+        )
     closed = [(path, folder) for path in needed if (folder := _first_closed_folder(path))]
     if closed:
         path, folder = closed[0]
-        move = (f"The sandbox's uid cannot reach {path}: {folder} lets no other user pass. Move the virtual "
-                f"environment (or Python) to a folder every user may pass, such as /opt, or let them pass "
-                f"(chmod o+x {folder}).")
+        move = (
+            f"The sandbox's uid cannot reach {path}: {folder} lets no other user pass. Move the virtual "
+            f"environment (or Python) to a folder every user may pass, such as /opt, or let them pass "
+            f"(chmod o+x {folder})."
+        )
         return move + ("" if bwrap else " Or install bubblewrap (apt-get install bubblewrap).")
     if not bwrap:
         return install
@@ -410,8 +498,13 @@ def _paths_runs_need(env: dict) -> list[str]:
     """What a run reads that may lie under a folder bwrap hides (/tmp, the grader's home)."""
     import site
 
-    paths = [PACKAGE_ROOT, sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             *site.getsitepackages()]
+    paths = [
+        PACKAGE_ROOT,
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *site.getsitepackages(),
+    ]
     for name in ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "CPATH"):  # CPATH: autograder/precompiled_header.py
         paths += [p for p in env.get(name, "").split(os.pathsep) if p]
     if env.get("CUDA_HOME"):

@@ -8,6 +8,7 @@ judged here like any other, is right: an op that refuses every call (a starter's
 child that writes results without running the op, gives the tool nothing to vouch for. The
 report shown is the tool's own lines of the child's output.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -24,20 +25,30 @@ def cases_run_under(spec, case: Case) -> list[tuple[int, Case]]:
     """(index, case) of the small CUDA cases a sanitizer case runs under its tool."""
     small_names = {c.name for c in small_cuda_cases(spec)}
     skip = case.params.get("skip", ())
-    return [(i, c) for i, c in enumerate(spec.CASES) if c.name in small_names
-            and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)]
+    return [
+        (i, c)
+        for i, c in enumerate(spec.CASES)
+        if c.name in small_names and not any(fnmatch.fnmatchcase(c.name, pattern) for pattern in skip)
+    ]
 
 
 def lost_with(spec, lost: set[str]) -> set[str]:
     """The sanitizer cases a submission loses along with the cases `lost`: one whose small
     cases include a lost one has, under its tool, wrong results to vouch for."""
-    return {case.name for case in spec.CASES if case.kind == SANITIZER
-            and any(c.name in lost for _, c in cases_run_under(spec, case))}
+    return {
+        case.name
+        for case in spec.CASES
+        if case.kind == SANITIZER and any(c.name in lost for _, c in cases_run_under(spec, case))
+    }
 
 
-def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, seed: int,
-                       judge_result: Callable[[Case, list[dict], dict | str], Verdict]
-                       ) -> tuple[dict[int, Verdict], dict[int, float]]:
+def sanitized_verdicts(
+    spec,
+    cases: list[tuple[int, Case]],
+    runner_args: dict,
+    seed: int,
+    judge_result: Callable[[Case, list[dict], dict | str], Verdict],
+) -> tuple[dict[int, Verdict], dict[int, float]]:
     """({case index: verdict}, {case index: seconds of its run under the tool}) for the
     sanitizer cases given. runner_args: GroupRunner's (load, sandbox, work, env, deadline,
     shared) for the student's build; judge_result(case, its input sets, the child's raw
@@ -53,17 +64,21 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
             verdicts[index] = Verdict(False, "not run: the suite has no small GPU case to run under the tool")
             continue
         env = {**runner_args["env"], "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}  # a tensor is its own allocation
-        runner = GroupRunner(**{**runner_args, "env": env}, prefix=f"sanitize_{tool}_", slowdown=SLOWDOWN,
-                             wrapper=(sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT),
-                                      "--print-limit", "10"))
+        runner = GroupRunner(
+            **{**runner_args, "env": env},
+            prefix=f"sanitize_{tool}_",
+            slowdown=SLOWDOWN,
+            wrapper=(sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "10"),
+        )
         inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
         start = time.perf_counter()
         reason, results = runner.run_once("cuda", case.device, small, inputs)
         seconds[index] = time.perf_counter() - start
         names = ", ".join(c.name for _, c in small)
         if runner.exit_code == ERROR_EXIT:
-            verdicts[index] = Verdict(False, f"{tool} reported errors while your op ran {names}:\n"
-                                             f"{report_lines(runner.stdout)}")
+            verdicts[index] = Verdict(
+                False, f"{tool} reported errors while your op ran {names}:\n{report_lines(runner.stdout)}"
+            )
         elif runner.exit_code != 0 or len(results) < len(small):
             why = reason or f"it exited with code {runner.exit_code}"
             verdicts[index] = Verdict(False, f"the run under {tool} did not finish its cases: {why}")
@@ -71,9 +86,12 @@ def sanitized_verdicts(spec, cases: list[tuple[int, Case]], runner_args: dict, s
             wrong = [(c.name, judge_result(c, inputs[i], results[i])) for i, c in small]
             wrong = [(name, verdict) for name, verdict in wrong if not verdict.passed]
             if wrong:
-                verdicts[index] = Verdict(False, f"{tool} saw no error, but has nothing to vouch for: your op's "
-                                                 f"results under it were not right on {', '.join(n for n, _ in wrong)}; "
-                                                 f"on {wrong[0][0]}:\n{wrong[0][1].message[:500]}")
+                verdicts[index] = Verdict(
+                    False,
+                    f"{tool} saw no error, but has nothing to vouch for: your op's "
+                    f"results under it were not right on {', '.join(n for n, _ in wrong)}; "
+                    f"on {wrong[0][0]}:\n{wrong[0][1].message[:500]}",
+                )
             else:
                 verdicts[index] = Verdict(True, f"{tool}: no errors in {len(small)} cases ({names})")
     return verdicts, seconds

@@ -7,6 +7,7 @@ instead of building again (autograder/batch.py). Each run gets a fresh copy (cop
 test process may write beside its library, and a copy made after the last one stopped is one
 it could not touch.
 """
+
 from __future__ import annotations
 
 import contextlib

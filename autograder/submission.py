@@ -1,4 +1,5 @@
 """Turn what a student handed in (notebook, folder or zip) into the unit's source files."""
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,11 @@ def _cells_to_files(text: str | bytes, unit: Unit) -> tuple[dict[str, str], dict
     try:
         notebook = nbformat.reads(text, as_version=4)
         nbformat.validate(notebook)
-    except Exception as error:  # noqa: BLE001 - nbformat raises many kinds on a broken notebook
-        raise SubmissionError(f"the notebook is not a valid notebook ({type(error).__name__}: "
-                              f"{str(error).splitlines()[0][:200] if str(error) else ''})") from None
+    except Exception as error:
+        raise SubmissionError(
+            f"the notebook is not a valid notebook ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:200] if str(error) else ''})"
+        ) from None
     files, answers = {}, {}
     for cell in notebook.cells:
         source = cell.source
@@ -75,16 +78,24 @@ def _read_zip(path: str, unit: Unit) -> tuple[dict[str, str], dict[str, str]]:
             for info in members:
                 name = unit_file(info.filename, unit)
                 if name and name in member_of:
-                    raise SubmissionError(f"the zip holds two copies of {name}: {member_of[name]!r} and "
-                                          f"{info.filename!r}; hand in one")
+                    raise SubmissionError(
+                        f"the zip holds two copies of {name}: {member_of[name]!r} and {info.filename!r}; hand in one"
+                    )
                 if name and info.file_size <= MAX_SOURCE_BYTES:
                     member_of[name] = info.filename
                     files[name] = archive.read(info).decode("utf-8", errors="replace")
                 elif info.filename.lower().endswith(".ipynb") and info.file_size <= budget:
                     budget -= info.file_size
                     _, answers = _cells_to_files(archive.read(info), unit)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
-            zlib.error) as error:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+        EOFError,
+        zlib.error,
+    ) as error:
         raise SubmissionError(f"the zip could not be read ({type(error).__name__}: {str(error)[:200]})") from None
     return files, answers
 

@@ -1,6 +1,7 @@
 """What the grader's children see of the course's solutions: the suite a test process imports
 (named in its request), the files it may read, and the folders a bubblewrap run sees empty
 (docs/security.md)."""
+
 from __future__ import annotations
 
 import glob

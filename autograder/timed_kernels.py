@@ -10,6 +10,7 @@ kernel while the profiler is on, PyTorch's op while it is off). The profiled cal
 also gives the time the GPU was busy with it, and the time the grade is computed from must not
 fall far below that: the timed calls cannot have run those kernels.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,6 +40,7 @@ def profiled_case(case: Case) -> Case | None:
 
 # ---- in the child ----
 
+
 def profiled_run(spec, ext, case: Case, inputs: dict) -> dict:
     """profiled_case's result, as course.harness.execute gives a values case's with the
     own-kernel check ("outputs", "output_devices", "ops", "kernels"), of two calls on one input
@@ -61,8 +63,10 @@ def judged_sets(input_sets: list[dict]) -> list[dict]:
 
 # ---- in the parent ----
 
-def own_code_at_timed_size(spec, case: Case, input_sets: list[dict], outcome: dict, verdict: Verdict,
-                           own_kernels: frozenset[str]) -> Verdict:
+
+def own_code_at_timed_size(
+    spec, case: Case, input_sets: list[dict], outcome: dict, verdict: Verdict, own_kernels: frozenset[str]
+) -> Verdict:
     """A perf verdict that earned points keeps them only if the op ran kernels of its own at the
     size it was timed at (profiled_case), and its timed calls took at least about as long as
     those kernels."""
@@ -70,11 +74,17 @@ def own_code_at_timed_size(spec, case: Case, input_sets: list[dict], outcome: di
     if profiled is None or not verdict.passed or "exception" in outcome:
         return verdict
     run = outcome.get("own_kernel")
-    problem = profiled_run_problem(spec, profiled, judged_sets(input_sets), run) if isinstance(run, dict) else "no profiled call"
+    problem = (
+        profiled_run_problem(spec, profiled, judged_sets(input_sets), run)
+        if isinstance(run, dict)
+        else "no profiled call"
+    )
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
     measurements = {**verdict.measurements, "kernels_busy_ms": run["busy_ms"]}
-    why = _profiled_call_problem(spec, profiled, judged_sets(input_sets), run, own_kernels) or _faster_than_its_kernels(outcome, run)
+    why = _profiled_call_problem(spec, profiled, judged_sets(input_sets), run, own_kernels) or _faster_than_its_kernels(
+        outcome, run
+    )
     if not why:
         return dataclasses.replace(verdict, measurements=measurements)
     return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, measurements)
@@ -84,13 +94,19 @@ def _profiled_call_problem(spec, profiled: Case, input_sets: list[dict], run: di
     """'' if both calls of profiled_run answered right and the profiled one ran code of its own."""
     # At the size it is timed at, an op may let PyTorch help (day09's autograd reference sums
     # partial dweights with torch); what must hold there is no forbidden op and a kernel of its own.
-    run = {**run, "kernels": [k for k in run["kernels"]
-                              if not kernel_names.is_torch_kernel(k) or kernel_names.is_torch_copy_or_fill(k)]}
+    run = {
+        **run,
+        "kernels": [
+            k for k in run["kernels"] if not kernel_names.is_torch_kernel(k) or kernel_names.is_torch_copy_or_fill(k)
+        ],
+    }
     checked = judge(spec, profiled, input_sets, run, own_kernels=own_kernels)
     if checked.passed:
         return ""
-    return ("the call, profiled at that size, did not run code of its own with the right answer, so its time "
-            "earns no points:\n" + checked.message)
+    return (
+        "the call, profiled at that size, did not run code of its own with the right answer, so its time "
+        "earns no points:\n" + checked.message
+    )
 
 
 def _faster_than_its_kernels(outcome: dict, run: dict) -> str:
@@ -100,6 +116,8 @@ def _faster_than_its_kernels(outcome: dict, run: dict) -> str:
     timed, busy = outcome["timing"]["median_ms"], run["busy_ms"]
     if timed >= BUSY_FACTOR * busy:
         return ""
-    return (f"its timed calls ran faster than the kernels it runs when profiled: {timed:.3f} ms timed against "
-            f"{busy:.3f} ms of its kernels under the profiler, so its time earns no points (does it compute "
-            f"another way while the profiler is on?)")
+    return (
+        f"its timed calls ran faster than the kernels it runs when profiled: {timed:.3f} ms timed against "
+        f"{busy:.3f} ms of its kernels under the profiler, so its time earns no points (does it compute "
+        f"another way while the profiler is on?)"
+    )

@@ -1,5 +1,6 @@
 """Reading a file a sandboxed process could have written: it may be a named pipe (whose open
 waits for a writer that never comes), a symlink to a device, or text with anything in it."""
+
 from __future__ import annotations
 
 import math

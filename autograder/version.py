@@ -1,4 +1,5 @@
 """The grader's version for one unit: a digest of every file that decides its grades."""
+
 from __future__ import annotations
 
 import hashlib

@@ -7,6 +7,7 @@ kernel keeps the GPU busy while a call is timed, so no call waits on the GPU: wh
 the host's work (time.perf_counter around the call). Each line gives the median and the 20th
 and 80th percentiles, and the group's last call (the baseline) over this one.
 """
+
 import statistics
 import time
 
@@ -40,5 +41,7 @@ def print_groups(prefix: str, groups: dict, reps: int) -> None:
         for call, values in times.items():
             values.sort()
             median = statistics.median(values)
-            print(f"  {call:50} {median:7.1f} ({values[len(values) // 5]:6.1f}-"
-                  f"{values[4 * len(values) // 5]:6.1f})  {last / median:5.2f}")
+            print(
+                f"  {call:50} {median:7.1f} ({values[len(values) // 5]:6.1f}-"
+                f"{values[4 * len(values) // 5]:6.1f})  {last / median:5.2f}"
+            )

@@ -13,6 +13,7 @@ another busy process).
 The answer compared is the reference itself, rounded to the output dtypes: an honest op's, so
 the comparison takes the path a passing case takes. No GPU needed.
 """
+
 import argparse
 import os
 import sys
@@ -20,14 +21,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
+import torch
 
-from autograder.stages.run import input_sets_of  # noqa: E402
-from course import judge  # noqa: E402
-from course.cases import generator_for, make_input_sets  # noqa: E402
-from course.judge import _values_problems  # noqa: E402
-from course.ops import op_for  # noqa: E402
-from course.spec.units import all_units  # noqa: E402
+from autograder.stages.run import input_sets_of
+from course import judge
+from course.cases import generator_for, make_input_sets
+from course.judge import _values_problems
+from course.ops import op_for
+from course.spec.units import all_units
 
 
 def _seconds(work):
@@ -41,7 +42,9 @@ def main() -> None:
     known = {unit.name: unit for unit in all_units()}
     parser.add_argument("units", nargs="*", help="default: every unit with perf cases")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--groups", action="store_true", help="time making each perf group's sets, alone and side by side")
+    parser.add_argument(
+        "--groups", action="store_true", help="time making each perf group's sets, alone and side by side"
+    )
     parser.add_argument("--slice", type=int, default=judge.SLICE, help="elements compared at a time")
     args = parser.parse_args()
     if args.slice < 1:
@@ -70,8 +73,11 @@ def main() -> None:
             judged_s, problems = _seconds(lambda: _values_problems(spec, inputs, answer))
             if problems:  # the reference rounded to its dtypes must pass, or the timing means nothing
                 raise SystemExit(f"{name} {case.name}: {problems}")
-            print(f"| {name} | {case.name} | {case.elements} | {make_s:.2f} | {reference_s:.2f} | "
-                  f"{tolerances_s:.2f} | {judged_s:.2f} |", flush=True)
+            print(
+                f"| {name} | {case.name} | {case.elements} | {make_s:.2f} | {reference_s:.2f} | "
+                f"{tolerances_s:.2f} | {judged_s:.2f} |",
+                flush=True,
+            )
 
 
 def _groups(units: list, seed: int) -> None:

@@ -14,6 +14,7 @@ read once, each output written once). The copy ceiling is a large
 device-to-device copy in the same run. Every row's outputs are re-checked after timing.
 Ends with the issue's targets, each marked met or missed.
 """
+
 import argparse
 import dataclasses
 import math
@@ -48,6 +49,7 @@ def build():
     _, seconds = build_reference(PACKAGE_UNIT)
     print(f"built {PACKAGE_UNIT} in {seconds:.0f} s")
     import fast_layernorm  # the build put it on sys.path
+
     return module, fast_layernorm
 
 
@@ -65,10 +67,15 @@ def forward_cases(spec, dtypes, dims) -> list:
         first.setdefault(case.params["dtype"], case)
     missing = [str(dtype) for dtype in dtypes if dtype not in first]
     if missing:
-        raise SystemExit(f"--dtypes: the suite has no perf case of {', '.join(missing)}; "
-                         f"expected some of {', '.join(str(dtype)[6:] for dtype in first)}")
-    return [at_shape(dataclasses.replace(first[dtype], params={**first[dtype].params, "kernel": "auto"}), shape)
-            for dtype in dtypes for shape in shapes(dims)]
+        raise SystemExit(
+            f"--dtypes: the suite has no perf case of {', '.join(missing)}; "
+            f"expected some of {', '.join(str(dtype)[6:] for dtype in first)}"
+        )
+    return [
+        at_shape(dataclasses.replace(first[dtype], params={**first[dtype].params, "kernel": "auto"}), shape)
+        for dtype in dtypes
+        for shape in shapes(dims)
+    ]
 
 
 def forward_row(spec, ext, case, ceiling):
@@ -86,15 +93,24 @@ def backward_rows(ext, package, rows, cols, dtype, ceiling):
     nbytes = ext.backward_bytes(rows, cols, dtype)
 
     def native(dy, x, g, m, r):
-        return torch.ops.aten.native_layer_norm_backward(dy, x, (cols,), m[:, None], r[:, None], g, beta,
-                                                         (True, True, True))
+        return torch.ops.aten.native_layer_norm_backward(
+            dy, x, (cols,), m[:, None], r[:, None], g, beta, (True, True, True)
+        )
 
     def check(outputs, args):
         expected = native(*args)
         return " ".join(filter(None, (close(o, e, dtype) if o.dim() == 2 else "" for o, e in zip(outputs, expected))))
 
-    op = bench.compare(f"bwd {rows}x{cols} {str(dtype)[6:]}", lambda dy, x, g, m, r: ext._ext.backward(dy, x, g, m, r),
-                       native, sets, nbytes, check=check, ceiling=ceiling, d=cols)
+    op = bench.compare(
+        f"bwd {rows}x{cols} {str(dtype)[6:]}",
+        lambda dy, x, g, m, r: ext._ext.backward(dy, x, g, m, r),
+        native,
+        sets,
+        nbytes,
+        check=check,
+        ceiling=ceiling,
+        d=cols,
+    )
     # The same through autograd: forward saved, then backward of a kept graph each call.
     leaf = x.detach().requires_grad_()
     w, b = gamma.detach().requires_grad_(), beta.detach().requires_grad_()
@@ -106,10 +122,17 @@ def backward_rows(ext, package, rows, cols, dtype, ceiling):
 
     def through(layer_norm):
         y = layer_norm(leaf, (cols,), w, b, EPS)
-        return bench.compare(f"autograd {rows}x{cols} {str(dtype)[6:]}",
-                             lambda dy: torch.autograd.grad(y, (leaf, w, b), dy, retain_graph=True), torch_grads,
-                             grads, nbytes, check=lambda outputs, args: close(outputs[0], torch_grads(*args)[0], dtype),
-                             ceiling=ceiling, d=cols)
+        return bench.compare(
+            f"autograd {rows}x{cols} {str(dtype)[6:]}",
+            lambda dy: torch.autograd.grad(y, (leaf, w, b), dy, retain_graph=True),
+            torch_grads,
+            grads,
+            nbytes,
+            check=lambda outputs, args: close(outputs[0], torch_grads(*args)[0], dtype),
+            ceiling=ceiling,
+            d=cols,
+        )
+
     autograd = through(package.layer_norm), through(ext.layer_norm)
     deterministic = all(torch.equal(a, b) for a, b in zip(ext._ext.backward(*sets[0]), ext._ext.backward(*sets[0])))
     return op, autograd, deterministic
@@ -122,8 +145,13 @@ def geomean(values):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float16", "bfloat16"])
-    parser.add_argument("--dims", nargs="+", type=int, default=list(DIMS),
-                        help="row lengths D, each at 2^26 elements (4096x1024 is always run)")
+    parser.add_argument(
+        "--dims",
+        nargs="+",
+        type=int,
+        default=list(DIMS),
+        help="row lengths D, each at 2^26 elements (4096x1024 is always run)",
+    )
     parser.add_argument("--markdown", help="also write the tables as markdown to this file")
     args = parser.parse_args()
     ext, package = build()
@@ -140,35 +168,52 @@ def main() -> None:
             function.append(through_function)
             deterministic &= same
             torch.cuda.empty_cache()
-    tables = [bench.format_table(forward, ceiling, "forward: ours (auto) vs F.layer_norm"),
-              bench.format_table(backward, ceiling, "backward op: ours (auto) vs aten::native_layer_norm_backward"),
-              bench.format_table(autograd, ceiling, "backward through autograd: day07's operator (these kernels) "
-                                                    "vs F.layer_norm"),
-              bench.format_table(function, ceiling, "backward through autograd: day05's Python autograd.Function "
-                                                    "vs F.layer_norm (no target)")]
+    tables = [
+        bench.format_table(forward, ceiling, "forward: ours (auto) vs F.layer_norm"),
+        bench.format_table(backward, ceiling, "backward op: ours (auto) vs aten::native_layer_norm_backward"),
+        bench.format_table(
+            autograd, ceiling, "backward through autograd: day07's operator (these kernels) vs F.layer_norm"
+        ),
+        bench.format_table(
+            function, ceiling, "backward through autograd: day05's Python autograd.Function vs F.layer_norm (no target)"
+        ),
+    ]
     print("\n\n".join(tables))
 
     big = [r for r in forward if r.name.startswith("fwd 16384x4096") and ("float32" in r.name or "bfloat16" in r.name)]
     wide_backward = [r for r in backward if r.d in (32768, 65536) and ("float32" in r.name or "bfloat16" in r.name)]
     targets = [
         ("forward >= 0.90 of the ceiling at 16384x4096 fp32 and bf16", all(r.of_ceiling >= 0.90 for r in big)),
-        ("forward >= 0.85 of the ceiling at D = 16384, 32768, 65536",
-         all(r.of_ceiling >= 0.85 for r in forward if r.d >= 16384)),
+        (
+            "forward >= 0.85 of the ceiling at D = 16384, 32768, 65536",
+            all(r.of_ceiling >= 0.85 for r in forward if r.d >= 16384),
+        ),
         ("forward >= 1.0x torch at every shape", all(r.speedup >= 1.0 for r in forward)),
         ("forward >= 10x torch at D = 7", all(r.speedup >= 10 for r in forward if r.d == 7)),
-        ("backward >= 0.75 of the ceiling at 1024 <= D <= 16384 (2^26 elements)",
-         all(r.of_ceiling >= 0.75 for r in backward
-             if 1024 <= r.d <= 16384 and not r.name.startswith("bwd 4096x1024"))),
-        ("backward >= 0.70 of the ceiling at 2048x32768 and 1024x65536, fp32 and bf16",
-         all(r.of_ceiling >= 0.70 for r in wide_backward)),
-        ("backward op and through autograd >= 1.0x torch at every shape",
-         all(r.speedup >= 1.0 for r in backward + autograd)),
+        (
+            "backward >= 0.75 of the ceiling at 1024 <= D <= 16384 (2^26 elements)",
+            all(
+                r.of_ceiling >= 0.75
+                for r in backward
+                if 1024 <= r.d <= 16384 and not r.name.startswith("bwd 4096x1024")
+            ),
+        ),
+        (
+            "backward >= 0.70 of the ceiling at 2048x32768 and 1024x65536, fp32 and bf16",
+            all(r.of_ceiling >= 0.70 for r in wide_backward),
+        ),
+        (
+            "backward op and through autograd >= 1.0x torch at every shape",
+            all(r.speedup >= 1.0 for r in backward + autograd),
+        ),
         ("backward >= 2x native_layer_norm_backward, geometric mean", geomean([r.speedup for r in backward]) >= 2.0),
         ("backward deterministic (two calls bit for bit equal)", deterministic),
         ("every output right after timing", not any(r.wrong for r in forward + backward + autograd + function)),
     ]
-    lines = [f"backward geometric mean speed-up: {geomean([r.speedup for r in backward]):.2f}x",
-             *bench.target_lines(targets)]
+    lines = [
+        f"backward geometric mean speed-up: {geomean([r.speedup for r in backward]):.2f}x",
+        *bench.target_lines(targets),
+    ]
     print("\n" + "\n".join(lines))
     if args.markdown:
         bench.write_markdown(args.markdown, tables, lines)

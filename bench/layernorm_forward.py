@@ -5,6 +5,7 @@
 Bytes counted: read x, gamma, beta; write y, mean, rstd. The copy ceiling is a
 large device-to-device copy measured in the same run. The plot needs matplotlib.
 """
+
 import os
 import sys
 
@@ -13,8 +14,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.reference_build import build_reference  # noqa: E402
-from course.bench import compare, copy_ceiling_gbs, format_table, plot_gbs  # noqa: E402
+from bench.reference_build import build_reference
+from course.bench import compare, copy_ceiling_gbs, format_table, plot_gbs
 
 SHAPES = [(4096, 768), (4096, 1024), (16384, 4096), (65536, 7), (2048, 12288)]
 EPS = 1e-5
@@ -33,15 +34,28 @@ def main() -> None:
     rows = []
     for rows_count, cols in SHAPES:
         for dtype in (torch.float32,):
-            sets = [(torch.randn(rows_count, cols, device="cuda", dtype=dtype),
-                     torch.randn(cols, device="cuda", dtype=dtype),
-                     torch.randn(cols, device="cuda", dtype=dtype)) for _ in range(3)]
+            sets = [
+                (
+                    torch.randn(rows_count, cols, device="cuda", dtype=dtype),
+                    torch.randn(cols, device="cuda", dtype=dtype),
+                    torch.randn(cols, device="cuda", dtype=dtype),
+                )
+                for _ in range(3)
+            ]
             size = torch.finfo(dtype).bits // 8
             nbytes = size * (2 * rows_count * cols + 2 * cols + 2 * rows_count)
-            rows.append(compare(f"{rows_count} x {cols} {str(dtype)[6:]}",
-                                lambda x, g, b: ext.forward(x, g, b, EPS),
-                                lambda x, g, b, cols=cols: F.layer_norm(x, (cols,), g, b, EPS),
-                                sets, nbytes, check=_check, ceiling=ceiling, d=cols))
+            rows.append(
+                compare(
+                    f"{rows_count} x {cols} {str(dtype)[6:]}",
+                    lambda x, g, b: ext.forward(x, g, b, EPS),
+                    lambda x, g, b, cols=cols: F.layer_norm(x, (cols,), g, b, EPS),
+                    sets,
+                    nbytes,
+                    check=_check,
+                    ceiling=ceiling,
+                    d=cols,
+                )
+            )
     print(format_table(rows, ceiling, "day02 LayerNorm forward"))
     if len(sys.argv) > 1 and plot_gbs(rows, sys.argv[1]) is not None:
         print(f"wrote {sys.argv[1]}")

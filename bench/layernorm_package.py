@@ -11,6 +11,7 @@ x + W2 gelu(W1 norm(x)) under torch.compile (inductor), forward and backward, on
 fast_layernorm.LayerNorm and once with nn.LayerNorm, the same weights in both.
 Ends with the issue's targets, each marked met or missed.
 """
+
 import argparse
 import os
 import sys
@@ -58,8 +59,10 @@ def block_row(package, dtype):
     theirs = Block(width, nn.LayerNorm(width)).to("cuda", dtype)
     ours = Block(width, package.LayerNorm(width)).to("cuda", dtype)
     ours.load_state_dict(theirs.state_dict())  # the same weights, by nn.LayerNorm's names
-    sets = [(torch.randn(tokens, width, device="cuda", dtype=dtype), torch.randn(tokens, width, device="cuda",
-                                                                               dtype=dtype)) for _ in range(2)]
+    sets = [
+        (torch.randn(tokens, width, device="cuda", dtype=dtype), torch.randn(tokens, width, device="cuda", dtype=dtype))
+        for _ in range(2)
+    ]
 
     def step(block):
         compiled = torch.compile(block, fullgraph=True)
@@ -69,6 +72,7 @@ def block_row(package, dtype):
             x = x.detach().requires_grad_()
             y = compiled(x)
             return (y, *torch.autograd.grad(y, (x, *parameters), dy))
+
         return call
 
     ours_step, their_step = step(ours), step(theirs)
@@ -79,8 +83,14 @@ def block_row(package, dtype):
 
     # Bytes: the block's activations read and written once (x, the two hidden tensors, y).
     nbytes = x_bytes(dtype) * tokens * width * (2 + 2 * 4)
-    return bench.compare(f"compiled block {tokens}x{width} {str(dtype)[6:]} vs nn.LayerNorm", ours_step,
-                         their_step, sets, nbytes, check=check)
+    return bench.compare(
+        f"compiled block {tokens}x{width} {str(dtype)[6:]} vs nn.LayerNorm",
+        ours_step,
+        their_step,
+        sets,
+        nbytes,
+        check=check,
+    )
 
 
 def main() -> None:
@@ -96,13 +106,20 @@ def main() -> None:
     ceiling = bench.copy_ceiling_gbs()
     spec = units.load(UNIT).tests(hidden=True)
     dtypes = [getattr(torch, name) for name in args.dtypes]
-    autograd = [timed_row(spec, module, case, ceiling) for case in perf_cases(spec, shapes=SHAPES)
-                if case.params["dtype"] in dtypes]
+    autograd = [
+        timed_row(spec, module, case, ceiling)
+        for case in perf_cases(spec, shapes=SHAPES)
+        if case.params["dtype"] in dtypes
+    ]
     blocks = [block_row(package, getattr(torch, name)) for name in args.block_dtypes]
-    tables = [bench.format_table(autograd, ceiling, "forward + backward through autograd: fast_layernorm vs "
-                                                    "F.layer_norm"),
-              bench.format_table(blocks, None, "torch.compile(fullgraph=True) block, forward + backward: "
-                                               "fast_layernorm.LayerNorm vs nn.LayerNorm")]
+    tables = [
+        bench.format_table(autograd, ceiling, "forward + backward through autograd: fast_layernorm vs F.layer_norm"),
+        bench.format_table(
+            blocks,
+            None,
+            "torch.compile(fullgraph=True) block, forward + backward: fast_layernorm.LayerNorm vs nn.LayerNorm",
+        ),
+    ]
     targets = [
         ("through autograd >= 1.0x torch at every shape and dtype", all(r.speedup >= 1.0 for r in autograd)),
         ("compiled block no slower than with nn.LayerNorm (>= 1.0x)", all(r.speedup >= 1.0 for r in blocks)),

@@ -5,6 +5,7 @@ where a host-bound call (4096x1024) spends its time.
 
 The method is bench/host_time.py's.
 """
+
 import argparse
 import os
 import sys
@@ -14,8 +15,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.host_time import print_groups  # noqa: E402
-from bench.reference_build import build_reference  # noqa: E402
+from bench.host_time import print_groups
+from bench.reference_build import build_reference
 
 EPS = 1e-5
 
@@ -34,26 +35,31 @@ def groups(package, rows, cols, dtype):
     return {
         "forward + backward through autograd": {
             "ours: fast_layernorm.layer_norm": lambda: torch.autograd.grad(
-                package.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy),
+                package.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy
+            ),
             "ours: fast_layernorm::forward, y of its three outputs": lambda: torch.autograd.grad(
-                ours_op(*leaves, EPS)[0], leaves, dy),
+                ours_op(*leaves, EPS)[0], leaves, dy
+            ),
             "torch: F.layer_norm": lambda: torch.autograd.grad(
-                F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy),
+                F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS), leaves, dy
+            ),
         },
         "forward, recording the graph": {
             "ours: fast_layernorm::forward (y, mean, rstd)": lambda: ours_op(*leaves, EPS),
-            "ours: fast_layernorm.layer_norm (y alone)": lambda: package.layer_norm(leaves[0], (cols,), leaves[1],
-                                                                                    leaves[2], EPS),
-            "torch: torch.native_layer_norm": lambda: torch.native_layer_norm(leaves[0], (cols,), leaves[1],
-                                                                              leaves[2], EPS),
+            "ours: fast_layernorm.layer_norm (y alone)": lambda: package.layer_norm(
+                leaves[0], (cols,), leaves[1], leaves[2], EPS
+            ),
+            "torch: torch.native_layer_norm": lambda: torch.native_layer_norm(
+                leaves[0], (cols,), leaves[1], leaves[2], EPS
+            ),
             "torch: F.layer_norm": lambda: F.layer_norm(leaves[0], (cols,), leaves[1], leaves[2], EPS),
         },
         "forward, no grad: the operators called from Python": {
             "ours: torch.ops (schema-matched, boxed)": lambda: ours_op(x, w, b, EPS),
             "torch: torch.ops.aten (schema-matched, boxed)": lambda: torch.ops.aten.native_layer_norm.default(
-                x, (cols,), w, b, EPS),
-            "torch: torch.native_layer_norm (its own binding)": lambda: torch.native_layer_norm(x, (cols,), w, b,
-                                                                                                EPS),
+                x, (cols,), w, b, EPS
+            ),
+            "torch: torch.native_layer_norm (its own binding)": lambda: torch.native_layer_norm(x, (cols,), w, b, EPS),
         },
         "backward of a kept graph (autograd.grad, retain_graph)": {
             "ours": lambda: torch.autograd.grad(y_ours, leaves, dy, retain_graph=True),
@@ -62,7 +68,8 @@ def groups(package, rows, cols, dtype):
         "backward operator alone, no graph": {
             "ours: fast_layernorm::backward": lambda: ours_backward(dy, x, w, mean, rstd),
             "torch: aten::native_layer_norm_backward": lambda: torch.ops.aten.native_layer_norm_backward.default(
-                dy, x, (cols,), mean_2d, rstd_2d, w, b, [True, True, True]),
+                dy, x, (cols,), mean_2d, rstd_2d, w, b, [True, True, True]
+            ),
         },
     }
 
@@ -77,8 +84,10 @@ def main() -> None:
     build_reference("day07_layernorm_package")
     import fast_layernorm as package  # the build put it on sys.path
 
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.rows}x{args.cols}, "
-          f"{args.reps} rounds; host us: median (p20-p80), then torch's median over this one")
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.rows}x{args.cols}, "
+        f"{args.reps} rounds; host us: median (p20-p80), then torch's median over this one"
+    )
     for name in args.dtypes:
         print_groups(name, groups(package, args.rows, args.cols, getattr(torch, name)), args.reps)
 

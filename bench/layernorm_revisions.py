@@ -14,6 +14,7 @@ op (today's suite judges every build: rows split over blocks, rows too long to s
 and empty inputs among them). Each timed shape has 2^26 elements; a row of the table is one
 build's share of the copy ceiling measured in the same run, a column a round, torch's beside them.
 """
+
 import argparse
 import dataclasses
 import io
@@ -26,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course.spec import units  # noqa: E402
+from course.spec import units
 
 UNIT = "day05_layernorm_performance"
 EPS = 1e-5
@@ -41,11 +42,14 @@ def solutions_at(rev: str, dest: str) -> str:
         return units.REPO
     if os.path.isdir(os.path.join(rev, "solutions")):
         return rev
-    archive = subprocess.run(["git", "-C", units.REPO, "archive", "--format=tar", rev, "solutions"],
-                             capture_output=True)
+    archive = subprocess.run(
+        ["git", "-C", units.REPO, "archive", "--format=tar", rev, "solutions"], capture_output=True
+    )
     if archive.returncode != 0:
-        raise SystemExit(f"layernorm_revisions: REV {rev!r} is not a commit git knows: "
-                         f"{archive.stderr.decode(errors='replace').strip()}")
+        raise SystemExit(
+            f"layernorm_revisions: REV {rev!r} is not a commit git knows: "
+            f"{archive.stderr.decode(errors='replace').strip()}"
+        )
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         # git's own archive; the filter (Python 3.11.4 and later) keeps every path inside dest anyway
         tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
@@ -90,8 +94,11 @@ def check(builds: dict, op: str) -> bool:
     cases = [c for c in spec.CASES if c.device == "cuda" and c.kind == "values" and c.params.get("op") in OPS[op]]
     ok = True
     for name, module in builds.items():
-        failed = [(case.name, verdict.message) for case in cases
-                  if not (verdict := run_case(spec, module, case, seed=1234)).passed]
+        failed = [
+            (case.name, verdict.message)
+            for case in cases
+            if not (verdict := run_case(spec, module, case, seed=1234)).passed
+        ]
         ok &= not failed
         print(f"check {name}: {len(cases) - len(failed)}/{len(cases)} {op} cases passed")
         for case_name, message in failed:
@@ -103,8 +110,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("revs", nargs="+", help=f"commits to build, {WORKTREE!r}, or folders holding solutions/")
     parser.add_argument("--op", choices=("forward", "backward"), default="forward")
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16", "float16"],
-                        choices=["float32", "bfloat16", "float16"])
+    parser.add_argument(
+        "--dtypes", nargs="+", default=["float32", "bfloat16", "float16"], choices=["float32", "bfloat16", "float16"]
+    )
     parser.add_argument("--dims", nargs="+", type=int, default=[16384, 32768, 65536])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -127,8 +135,10 @@ def main() -> None:
     layernorm = next(iter(builds.values()))  # the byte counts: the unit's forward_bytes, backward_bytes
 
     ceiling = bench.copy_ceiling_gbs()
-    print(f"{bench.device_name()}, torch {torch.__version__}, copy ceiling {ceiling:.0f} GB/s; "
-          f"{args.op}, share of the ceiling, one column a round")
+    print(
+        f"{bench.device_name()}, torch {torch.__version__}, copy ceiling {ceiling:.0f} GB/s; "
+        f"{args.op}, share of the ceiling, one column a round"
+    )
     width = max(len(name) for name in [*builds, "torch"])
     for dtype in dtypes:
         for cols in args.dims:
@@ -149,17 +159,22 @@ def main() -> None:
                 ops["torch"] = lambda x, g, b: F.layer_norm(x, (cols,), g, b, EPS)
             else:
                 nbytes = layernorm.backward_bytes(rows, cols, dtype)
-                ops = {name: (lambda m: lambda dy, x, g, mean, rstd, b: m._ext.backward(dy, x, g, mean, rstd))(m)
-                       for name, m in builds.items()}
+                ops = {
+                    name: (lambda m: lambda dy, x, g, mean, rstd, b: m._ext.backward(dy, x, g, mean, rstd))(m)
+                    for name, m in builds.items()
+                }
                 ops["torch"] = lambda dy, x, g, mean, rstd, b: torch.ops.aten.native_layer_norm_backward(
-                    dy, x, (cols,), mean[:, None], rstd[:, None], g, b, (True, True, True))
+                    dy, x, (cols,), mean[:, None], rstd[:, None], g, b, (True, True, True)
+                )
             shares = {name: [] for name in ops}
             for _ in range(args.rounds):
                 for name, op in ops.items():
                     shares[name].append(nbytes / bench.time_op(op, sets).median_ms / 1e6 / ceiling)
             for name, values in shares.items():
-                print(f"{rows}x{cols} {str(dtype)[6:]:9s} {name:{width}s} " + " ".join(f"{v:.3f}" for v in values),
-                      flush=True)
+                print(
+                    f"{rows}x{cols} {str(dtype)[6:]:9s} {name:{width}s} " + " ".join(f"{v:.3f}" for v in values),
+                    flush=True,
+                )
             del sets
             torch.cuda.empty_cache()
 

@@ -6,6 +6,7 @@ Runs itself under ncu (--clock-control none, our kernels only) and prints, per k
 duration, DRAM throughput as a share of peak, DRAM bytes read and written, achieved
 occupancy and registers per thread.
 """
+
 import argparse
 import os
 import shutil
@@ -16,9 +17,14 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-METRICS = ["gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum",
-           "dram__bytes_write.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
-           "launch__registers_per_thread"]
+METRICS = [
+    "gpu__time_duration.sum",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+]
 
 
 def run_kernels(rows: int, cols: int, dtype: torch.dtype) -> None:
@@ -47,9 +53,24 @@ def main() -> None:
         run_kernels(args.rows, args.cols, getattr(torch, args.dtype))
         return
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
-    command = [ncu, "--clock-control", "none", "-k", "regex:layernorm|param|partials", "--metrics", ",".join(METRICS),
-               sys.executable, os.path.abspath(__file__), "--inside", "--rows", str(args.rows), "--cols",
-               str(args.cols), "--dtype", args.dtype]
+    command = [
+        ncu,
+        "--clock-control",
+        "none",
+        "-k",
+        "regex:layernorm|param|partials",
+        "--metrics",
+        ",".join(METRICS),
+        sys.executable,
+        os.path.abspath(__file__),
+        "--inside",
+        "--rows",
+        str(args.rows),
+        "--cols",
+        str(args.cols),
+        "--dtype",
+        args.dtype,
+    ]
     print(" ".join(command[:6]), "...")
     sys.exit(subprocess.run(command).returncode)
 

@@ -3,6 +3,7 @@ process, a build after editing only the kernel file (the build cell run again).
 
     python bench/rebuild_time.py [--unit day02_layernorm_forward]
 """
+
 import argparse
 import os
 import sys
@@ -11,8 +12,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from course.loading import build_and_load  # noqa: E402
-from course.spec import units  # noqa: E402
+from course.loading import build_and_load
+from course.spec import units
 
 
 def main() -> None:
@@ -30,8 +31,10 @@ def main() -> None:
         handle.write("\n// an edit\n")
     time.sleep(0.01)
     module, edited = build_and_load(plan, folder, build_dir)
-    print(f"rebuild [{unit.name}]: cold {cold:.1f} s | nothing changed {unchanged:.1f} s | "
-          f".cu edited {edited:.1f} s (same process, module name kept: {module.__name__})")
+    print(
+        f"rebuild [{unit.name}]: cold {cold:.1f} s | nothing changed {unchanged:.1f} s | "
+        f".cu edited {edited:.1f} s (same process, module name kept: {module.__name__})"
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Build a unit's reference solution in a fresh temporary folder, for the bench scripts."""
+
 import os
 import tempfile
 

@@ -7,6 +7,7 @@ spends its time.
 The method is bench/host_time.py's. --profile: instead, cProfile's busiest Python functions in
 Triton's forward + backward.
 """
+
 import argparse
 import cProfile
 import os
@@ -19,8 +20,8 @@ import triton
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.host_time import print_groups  # noqa: E402
-from bench.reference_build import build_reference  # noqa: E402
+from bench.host_time import print_groups
+from bench.reference_build import build_reference
 
 EPS = 1e-6
 
@@ -53,9 +54,12 @@ class _CudaOpsInPythonFunction(torch.autograd.Function):
 def groups(ext, triton_ops, dtype):
     x, w, dy, leaves = _norm_inputs(dtype)
     rows, cols = x.shape
-    kept = {"triton": ext.rms_norm(*leaves, EPS, backend="triton"), "cuda": ext.rms_norm(*leaves, EPS, backend="cuda"),
-            "python": _CudaOpsInPythonFunction.apply(*leaves, EPS)[0],
-            "torch": F.rms_norm(leaves[0], (cols,), leaves[1], EPS)}  # graphs the backward group runs again
+    kept = {
+        "triton": ext.rms_norm(*leaves, EPS, backend="triton"),
+        "cuda": ext.rms_norm(*leaves, EPS, backend="cuda"),
+        "python": _CudaOpsInPythonFunction.apply(*leaves, EPS)[0],
+        "torch": F.rms_norm(leaves[0], (cols,), leaves[1], EPS),
+    }  # graphs the backward group runs again
     y, rstd = triton_ops._rms_norm(x, w, EPS)
     # The launches as the functions make them (rmsnorm_triton.py), without the functions.
     block = triton.next_power_of_2(cols)
@@ -68,10 +72,14 @@ def groups(ext, triton_ops, dtype):
     return {
         "forward + backward through autograd, 4096x1024": {
             "triton: rms_norm (autograd.Function)": lambda: torch.autograd.grad(
-                ext.rms_norm(*leaves, EPS, backend="triton"), leaves, dy),
+                ext.rms_norm(*leaves, EPS, backend="triton"), leaves, dy
+            ),
             "cuda: rms_norm (C++ autograd)": lambda: torch.autograd.grad(
-                ext.rms_norm(*leaves, EPS, backend="cuda"), leaves, dy),
-            "torch: F.rms_norm": lambda: torch.autograd.grad(F.rms_norm(leaves[0], (cols,), leaves[1], EPS), leaves, dy),
+                ext.rms_norm(*leaves, EPS, backend="cuda"), leaves, dy
+            ),
+            "torch: F.rms_norm": lambda: torch.autograd.grad(
+                F.rms_norm(leaves[0], (cols,), leaves[1], EPS), leaves, dy
+            ),
         },
         "forward recording the graph, 4096x1024": {
             "triton: rms_norm (autograd.Function)": lambda: ext.rms_norm(*leaves, EPS, backend="triton"),
@@ -80,33 +88,65 @@ def groups(ext, triton_ops, dtype):
             "torch: F.rms_norm": lambda: F.rms_norm(leaves[0], (cols,), leaves[1], EPS),
         },
         "backward of a kept graph (autograd.grad, retain_graph), 4096x1024": {
-            name: (lambda y=y: torch.autograd.grad(y, leaves, dy, retain_graph=True)) for name, y in (
+            name: (lambda y=y: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            for name, y in (
                 ("triton: rms_norm (autograd.Function)", kept["triton"]),
                 ("cuda ops in a Python autograd.Function", kept["python"]),
-                ("cuda: rms_norm (C++ autograd)", kept["cuda"]), ("torch: F.rms_norm", kept["torch"]))
+                ("cuda: rms_norm (C++ autograd)", kept["cuda"]),
+                ("torch: F.rms_norm", kept["torch"]),
+            )
         },
         "forward, no grad": {
             "triton: the kernel's launch alone": lambda: forward_kernel[(rows,)](
-                x, w, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block,
-                num_warps=triton_ops._warps(block, x.element_size())),
+                x,
+                w,
+                y,
+                rstd,
+                cols,
+                EPS,
+                HAS_WEIGHT=True,
+                BLOCK=block,
+                num_warps=triton_ops._warps(block, x.element_size()),
+            ),
             "triton: the function (checks, outputs, launch)": lambda: triton_ops._run_direct(
-                triton_ops._rms_norm, x, w, EPS),
+                triton_ops._rms_norm, x, w, EPS
+            ),
             "triton: torch.ops (the triton_op)": lambda: torch.ops.rmsnorm_triton.rms_norm(x, w, EPS),
             "cuda: torch.ops": lambda: torch.ops.rmsnorm_int8.rms_norm(x, w, EPS),
             "torch: F.rms_norm": lambda: F.rms_norm(x, (cols,), w, EPS),
         },
         "backward, no graph": {
             "triton: the kernel's launch alone": lambda: backward_kernel[(programs,)](
-                dy, x, w, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=True,
-                BLOCK=block, num_warps=triton_ops._warps(block, 4)),
+                dy,
+                x,
+                w,
+                rstd,
+                dx,
+                partials,
+                rows,
+                cols,
+                triton.cdiv(rows, programs),
+                HAS_WEIGHT=True,
+                BLOCK=block,
+                num_warps=triton_ops._warps(block, 4),
+            ),
             "triton: partials.sum(0).to(dtype)": lambda: partials.sum(0).to(dtype),
             "triton: the function": lambda: triton_ops._run_direct(triton_ops._rms_norm_backward, dy, x, w, rstd),
             "cuda: torch.ops": lambda: torch.ops.rmsnorm_int8.rms_norm_backward(dy, x, w, rstd),
         },
         "quantization, 16384x1024": {
             "triton: the kernel's launch alone": lambda: triton_ops.rms_norm_quant_kernel[(16384,)](
-                xq, None, w, q, scale, cols, EPS, HAS_RESIDUAL=False, BLOCK=block,
-                num_warps=triton_ops._quant_warps(block)),
+                xq,
+                None,
+                w,
+                q,
+                scale,
+                cols,
+                EPS,
+                HAS_RESIDUAL=False,
+                BLOCK=block,
+                num_warps=triton_ops._quant_warps(block),
+            ),
             "triton: rms_norm_quant (eager, direct)": lambda: ext.rms_norm_quant(xq, w, EPS, backend="triton"),
             "triton: torch.ops (the triton_op)": lambda: torch.ops.rmsnorm_triton.rms_norm_quant(xq, w, EPS),
             "cuda: rms_norm_quant": lambda: ext.rms_norm_quant(xq, w, EPS, backend="cuda"),
@@ -143,8 +183,10 @@ def main() -> None:
         return profile_triton(ext, getattr(torch, args.dtypes[0]))
     import rmsnorm_triton  # the build put it on sys.path
 
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.reps} rounds; host us: median "
-          f"(p20-p80), then the group's last call's median over this one")
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.reps} rounds; host us: median "
+        f"(p20-p80), then the group's last call's median over this one"
+    )
     for name in args.dtypes:
         print_groups(name, groups(ext, rmsnorm_triton, getattr(torch, name)), args.reps)
 

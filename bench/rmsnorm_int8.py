@@ -10,6 +10,7 @@ against F.rms_norm through autograd, eager and compiled, at each of NORM_SHAPES.
 no perf case of the residual add: its rows are this file's own (bytes: quant's, and residual
 read and written). Ends with the targets, each marked met or missed.
 """
+
 import argparse
 import dataclasses
 import os
@@ -35,8 +36,11 @@ EPS = 1e-6
 
 def bf16_cases(spec, op: str, backend: str, sweep=(), shapes=()) -> list:
     """The suite's bf16 perf cases of `op` on `backend`, then at the extra row lengths and shapes."""
-    return [case for case in perf_cases(spec, sweep, shapes) if case.params["op"] == op
-            and case.params["backend"] == backend and case.params["dtype"] == torch.bfloat16]
+    return [
+        case
+        for case in perf_cases(spec, sweep, shapes)
+        if case.params["op"] == op and case.params["backend"] == backend and case.params["dtype"] == torch.bfloat16
+    ]
 
 
 def compiled_suite(spec):
@@ -51,14 +55,21 @@ def rows_against(spec, ext, cases, label, ceiling) -> list[bench.Row]:
 
 def residual_row(ext, backend, dtype, ceiling):
     rows, cols = RESIDUAL_SHAPE
-    sets = [tuple(torch.randn(*shape, device="cuda", dtype=dtype) for shape in ((rows, cols), (rows, cols), (cols,)))
-            for _ in range(2)]
+    sets = [
+        tuple(torch.randn(*shape, device="cuda", dtype=dtype) for shape in ((rows, cols), (rows, cols), (cols,)))
+        for _ in range(2)
+    ]
     nbytes = rows * cols * (3 * sets[0][0].element_size() + 1) + 4 * rows
     # Both update residual in place on every call: the values drift, the work does not.
-    return bench.compare(f"{backend} residual {rows}x{cols} {str(dtype)[6:]} vs compiled",
-                         lambda x, r, w: ext.add_rms_norm_quant(x, r, w, EPS, backend=backend),
-                         torch.compile(lambda x, r, w: _unfused_residual(ext, x, r, w), dynamic=False), sets, nbytes,
-                         ceiling=ceiling, d=cols)
+    return bench.compare(
+        f"{backend} residual {rows}x{cols} {str(dtype)[6:]} vs compiled",
+        lambda x, r, w: ext.add_rms_norm_quant(x, r, w, EPS, backend=backend),
+        torch.compile(lambda x, r, w: _unfused_residual(ext, x, r, w), dynamic=False),
+        sets,
+        nbytes,
+        ceiling=ceiling,
+        d=cols,
+    )
 
 
 def _unfused_residual(ext, x, residual, weight):
@@ -76,35 +87,55 @@ def main() -> None:
     torch._dynamo.config.cache_size_limit = 64  # a compiled baseline per shape
     ceiling = bench.copy_ceiling_gbs()
     compiled = compiled_suite(spec)
-    quant = {backend: rows_against(compiled, ext, bf16_cases(spec, "perf_quant", backend, QUANT_COLS), "compiled",
-                                   ceiling) for backend in ("cuda", "triton")}
+    quant = {
+        backend: rows_against(compiled, ext, bf16_cases(spec, "perf_quant", backend, QUANT_COLS), "compiled", ceiling)
+        for backend in ("cuda", "triton")
+    }
     cuda_vs_eager = rows_against(spec, ext, bf16_cases(spec, "perf_quant", "cuda"), "eager", ceiling)
     residuals = [residual_row(ext, backend, torch.bfloat16, ceiling) for backend in ("cuda", "triton")]
-    norms = {(backend, label): rows_against(suite, ext, bf16_cases(spec, "perf_autograd", backend, shapes=NORM_SHAPES),
-                                            label, ceiling)
-             for backend in ("cuda", "triton") for label, suite in (("eager", spec), ("compiled", compiled))}
-    tables = [bench.format_table(quant["cuda"] + cuda_vs_eager, ceiling,
-                                 "fused RMSNorm + INT8, CUDA: ours vs the unfused PyTorch code"),
-              bench.format_table(quant["triton"], ceiling, "fused RMSNorm + INT8, Triton: ours vs the unfused code"),
-              bench.format_table(residuals, ceiling, "with the residual add: ours vs the unfused code, compiled"),
-              *[bench.format_table(rows, ceiling, f"RMSNorm forward + backward, {backend}: ours vs F.rms_norm {label}")
-                for (backend, label), rows in norms.items()]]
+    norms = {
+        (backend, label): rows_against(
+            suite, ext, bf16_cases(spec, "perf_autograd", backend, shapes=NORM_SHAPES), label, ceiling
+        )
+        for backend in ("cuda", "triton")
+        for label, suite in (("eager", spec), ("compiled", compiled))
+    }
+    tables = [
+        bench.format_table(
+            quant["cuda"] + cuda_vs_eager, ceiling, "fused RMSNorm + INT8, CUDA: ours vs the unfused PyTorch code"
+        ),
+        bench.format_table(quant["triton"], ceiling, "fused RMSNorm + INT8, Triton: ours vs the unfused code"),
+        bench.format_table(residuals, ceiling, "with the residual add: ours vs the unfused code, compiled"),
+        *[
+            bench.format_table(rows, ceiling, f"RMSNorm forward + backward, {backend}: ours vs F.rms_norm {label}")
+            for (backend, label), rows in norms.items()
+        ],
+    ]
     at_4096 = [r for r in quant["cuda"] if r.d == 4096]
     ratios = [t.ours.median_ms / c.ours.median_ms for t, c in zip(quant["triton"], quant["cuda"])]
     norm_rows = [row for rows in norms.values() for row in rows]
     every = quant["cuda"] + quant["triton"] + cuda_vs_eager + residuals + norm_rows
     targets = [
-        ("fused CUDA >= 0.85 of the ceiling at 32768x4096 bf16", bool(at_4096)
-         and all(r.of_ceiling >= 0.85 for r in at_4096)),
-        ("fused CUDA and Triton >= 1.0x torch.compile of the unfused code at every D",
-         all(r.speedup >= 1.0 for r in quant["cuda"] + quant["triton"])),
-        (f"Triton within 1.25x of CUDA at every D (Triton/CUDA time: {', '.join(f'{x:.2f}' for x in ratios)})",
-         all(x <= 1.25 for x in ratios)),
-        ("RMSNorm forward + backward >= 1.0x F.rms_norm, eager and compiled, both backends",
-         all(r.speedup >= 1.0 for r in norm_rows)),
+        (
+            "fused CUDA >= 0.85 of the ceiling at 32768x4096 bf16",
+            bool(at_4096) and all(r.of_ceiling >= 0.85 for r in at_4096),
+        ),
+        (
+            "fused CUDA and Triton >= 1.0x torch.compile of the unfused code at every D",
+            all(r.speedup >= 1.0 for r in quant["cuda"] + quant["triton"]),
+        ),
+        (
+            f"Triton within 1.25x of CUDA at every D (Triton/CUDA time: {', '.join(f'{x:.2f}' for x in ratios)})",
+            all(x <= 1.25 for x in ratios),
+        ),
+        (
+            "RMSNorm forward + backward >= 1.0x F.rms_norm, eager and compiled, both backends",
+            all(r.speedup >= 1.0 for r in norm_rows),
+        ),
         ("every output right after timing", not any(r.wrong for r in every)),
     ]
     bench.report(tables, targets, args.markdown)
+
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ The cases, their baselines (x + y, torch.softmax) and bytes are the suite's perf
 by bench/unit.py; the softmax ones again at each row length in SOFTMAX_COLS, with their
 elements. Ends with the targets, each marked met or missed.
 """
+
 import argparse
 import os
 import sys
@@ -36,13 +37,22 @@ def main() -> None:
     rows = [timed_row(spec, ext, case, ceiling) for case in cases]
     adds = [row for row, case in zip(rows, cases) if case.params["op"] == "add"]
     softmaxes = [row for row, case in zip(rows, cases) if case.params["op"] == "softmax"]
-    tables = [bench.format_table(adds, ceiling, "vector add: ours vs x + y"),
-              bench.format_table(softmaxes, ceiling, "softmax: ours vs torch.softmax")]
-    at_target = [row for row, case in zip(rows, cases) if case.params["op"] == "softmax"
-                 and case.params["shape"] == TARGET_SHAPE and case.params["dtype"] == torch.float32]
+    tables = [
+        bench.format_table(adds, ceiling, "vector add: ours vs x + y"),
+        bench.format_table(softmaxes, ceiling, "softmax: ours vs torch.softmax"),
+    ]
+    at_target = [
+        row
+        for row, case in zip(rows, cases)
+        if case.params["op"] == "softmax"
+        and case.params["shape"] == TARGET_SHAPE
+        and case.params["dtype"] == torch.float32
+    ]
     targets = [
-        ("softmax >= 0.85 of the ceiling at 16384x4096 fp32", bool(at_target)
-         and all(r.of_ceiling >= 0.85 for r in at_target)),
+        (
+            "softmax >= 0.85 of the ceiling at 16384x4096 fp32",
+            bool(at_target) and all(r.of_ceiling >= 0.85 for r in at_target),
+        ),
         ("softmax >= 1.0x torch at every shape", all(r.speedup >= 1.0 for r in softmaxes)),
         ("vector add >= 0.95x torch", all(r.speedup >= 0.95 for r in adds)),
         ("every output right after timing", not any(r.wrong for r in rows)),

@@ -14,6 +14,7 @@ work took longer than the GPU's) are marked, and their host and GPU times given 
 --sweep D ...: each perf case on rows ([rows, D] inputs) again at each row length D, with
 the case's number of elements; --shapes ROWSxCOLS ...: again at each of these shapes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,10 +28,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.reference_build import build_reference
 from course import bench
-from course.spec import units
 from course.cases import Case, generator_for, make_input_sets
 from course.harness import execute
 from course.judge import describe_inputs, judge_perf
+from course.spec import units
 
 SEED = 1234  # the inputs' draw; any seed times the same shapes
 
@@ -49,8 +50,9 @@ def perf_cases(spec, sweep: tuple[int, ...] = (), shapes: tuple[tuple[int, int],
 def at_shape(case: Case, shape: tuple[int, ...]) -> Case:
     """The perf case on inputs of another shape: its suite makes them, and counts their bytes."""
     shape = tuple(shape)
-    return dataclasses.replace(case, name=f"{case.name} at {'x'.join(map(str, shape))}",
-                               params={**case.params, "shape": shape})
+    return dataclasses.replace(
+        case, name=f"{case.name} at {'x'.join(map(str, shape))}", params={**case.params, "shape": shape}
+    )
 
 
 def at_row_length(case: Case, cols: int) -> Case:
@@ -76,9 +78,15 @@ def planned(spec, case: Case) -> str:
 
 
 def _timing(entry: dict) -> bench.Timing:
-    return bench.Timing(entry["median_ms"], entry["spread"], entry["reps"], host_bound=bool(entry.get("host_bound")),
-                        gpu_ms=entry.get("gpu_ms", 0.0), host_ms=entry.get("host_ms", 0.0),
-                        unseen=bool(entry.get("unseen")))
+    return bench.Timing(
+        entry["median_ms"],
+        entry["spread"],
+        entry["reps"],
+        host_bound=bool(entry.get("host_bound")),
+        gpu_ms=entry.get("gpu_ms", 0.0),
+        host_ms=entry.get("host_ms", 0.0),
+        unseen=bool(entry.get("unseen")),
+    )
 
 
 def timed_row(spec, module, case: Case, ceiling: float | None, seed: int = SEED) -> bench.Row:
@@ -87,12 +95,19 @@ def timed_row(spec, module, case: Case, ceiling: float | None, seed: int = SEED)
     input_sets = make_input_sets(spec, case, seed)
     result = execute(spec, module, case, input_sets)
     # Judged against itself: its outputs decide, its ratio is 1.
-    verdict = judge_perf(spec, case, input_sets, result,
-                         {"timing": result["torch_timing"], "reference_timing": result["timing"]})
+    verdict = judge_perf(
+        spec, case, input_sets, result, {"timing": result["torch_timing"], "reference_timing": result["timing"]}
+    )
     shape = case.params.get("shape", ())
-    row = bench.Row(case.name, spec.bytes_moved(input_sets[0]), _timing(result["timing"]),
-                    _timing(result["torch_timing"]), ceiling, shape[-1] if shape else None,
-                    "" if verdict.passed else verdict.message)
+    row = bench.Row(
+        case.name,
+        spec.bytes_moved(input_sets[0]),
+        _timing(result["timing"]),
+        _timing(result["torch_timing"]),
+        ceiling,
+        shape[-1] if shape else None,
+        "" if verdict.passed else verdict.message,
+    )
     del input_sets, result
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -103,18 +118,33 @@ def recorded_ratios(rows: list[bench.Row], cases: list[Case]) -> list[str]:
     """Each case's `reference_vs_torch` (the notebook's estimate of the reference from torch's
     time), beside what this run measured."""
     recorded = {case.name: case.params["reference_vs_torch"] for case in cases if "reference_vs_torch" in case.params}
-    return [f"  {row.name}: reference_vs_torch {recorded[row.name]:g} in the suite, {row.speedup:.2f} measured"
-            for row in rows if row.name in recorded]
+    return [
+        f"  {row.name}: reference_vs_torch {recorded[row.name]:g} in the suite, {row.speedup:.2f} measured"
+        for row in rows
+        if row.name in recorded
+    ]
 
 
 def _arguments(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("unit", help="a unit's folder name under solutions/, such as day08_triton_basics")
     parser.add_argument("--list", action="store_true", help="list the cases and their bytes; time nothing")
-    parser.add_argument("--sweep", nargs="+", type=int, default=(), metavar="D",
-                        help="each perf case on rows also at these row lengths, with its elements")
-    parser.add_argument("--shapes", nargs="+", type=_shape, default=(), metavar="ROWSxCOLS",
-                        help="each perf case on rows also at these shapes")
+    parser.add_argument(
+        "--sweep",
+        nargs="+",
+        type=int,
+        default=(),
+        metavar="D",
+        help="each perf case on rows also at these row lengths, with its elements",
+    )
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        type=_shape,
+        default=(),
+        metavar="ROWSxCOLS",
+        help="each perf case on rows also at these shapes",
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--markdown", help="also write the table as markdown to this file")
     return parser.parse_args(argv)

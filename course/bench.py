@@ -18,6 +18,7 @@ until the device is idle (every stream's work included): where that takes longer
 host's time and the GPU's together, twice over, the op left work the events did not see, and
 the whole time is its time.
 """
+
 from __future__ import annotations
 
 import platform
@@ -38,8 +39,9 @@ def _base_method(base: str, fallback: type, name: str):
     return getattr(getattr(torch._C, base, None), name, None) or getattr(fallback, name)
 
 
-_elapsed_ms, _record, _wait_for_event = (_base_method("_CudaEventBase", torch.cuda.Event, name)
-                                         for name in ("elapsed_time", "record", "synchronize"))
+_elapsed_ms, _record, _wait_for_event = (
+    _base_method("_CudaEventBase", torch.cuda.Event, name) for name in ("elapsed_time", "record", "synchronize")
+)
 _stream_idle = _base_method("_CudaStreamBase", torch.cuda.Stream, "query")
 _current_stream = torch.cuda.current_stream
 _device_synchronize = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize)
@@ -58,9 +60,9 @@ class Timing:
     spread: float  # (p80 - p20) / median
     reps: int
     host_bound: bool = False  # the host took longer than the GPU on most calls
-    gpu_ms: float = 0.0       # medians of the two times each call is the longer of
+    gpu_ms: float = 0.0  # medians of the two times each call is the longer of
     host_ms: float = 0.0
-    unseen: bool = False      # work the events missed made the whole calls slower: median_ms is theirs
+    unseen: bool = False  # work the events missed made the whole calls slower: median_ms is theirs
     # What the latest timed call on each arg set returned: a result is checked after
     # timing, so a fast wrong op cannot pass on a call made outside the loop.
     last_outputs: list = field(default_factory=list, repr=False)
@@ -162,8 +164,9 @@ def _whole_call_ms(fn, arg_sets: list[tuple]) -> float:
     """The median of WHOLE_CALLS calls timed until the device is idle, less what that costs a
     call that does nothing (a kernel of one cycle)."""
     idle = statistics.median(_until_idle_ms(_sleep, (1,)) for _ in range(WHOLE_CALLS))
-    whole = statistics.median(_until_idle_ms(fn, fresh_inputs(arg_sets[index % len(arg_sets)]))
-                              for index in range(WHOLE_CALLS))
+    whole = statistics.median(
+        _until_idle_ms(fn, fresh_inputs(arg_sets[index % len(arg_sets)])) for index in range(WHOLE_CALLS)
+    )
     return max(whole - idle, 0.0)
 
 
@@ -181,7 +184,7 @@ def _fresh_tensor(tensor: torch.Tensor) -> torch.Tensor:
     base = torch.empty(tensor.storage_offset() + span, dtype=tensor.dtype, device=tensor.device)
     # The storage the tensor spans is copied whole, not element by element: an expanded tensor
     # (a stride of 0) reads one element many times, which copy_ cannot write back.
-    base[tensor.storage_offset():].copy_(tensor.as_strided((span,), (1,), tensor.storage_offset()))
+    base[tensor.storage_offset() :].copy_(tensor.as_strided((span,), (1,), tensor.storage_offset()))
     return base.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 
@@ -201,8 +204,16 @@ def fresh_inputs(values):
     return values
 
 
-def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-            budget_s: float = 1.0, target_spread: float = 0.05, device: str | None = None) -> Timing:
+def time_op(
+    fn,
+    arg_sets: list[tuple],
+    warmup: int = 3,
+    min_reps: int = 10,
+    max_reps: int = 200,
+    budget_s: float = 1.0,
+    target_spread: float = 0.05,
+    device: str | None = None,
+) -> Timing:
     """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent.
     The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
     cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
@@ -240,8 +251,12 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
             spread = _spread(times)
             if spread < target_spread or spent > budget_s:
                 break
-    median, gpu_ms, host_ms, unseen = statistics.median(times), statistics.median(gpu_times), \
-        statistics.median(host_times), False
+    median, gpu_ms, host_ms, unseen = (
+        statistics.median(times),
+        statistics.median(gpu_times),
+        statistics.median(host_times),
+        False,
+    )
     if cuda:
         # A hiccup (another process on the host, clocks still rising) can slow a few whole calls;
         # work the events missed slows every set of them. So a second set must agree.
@@ -252,8 +267,9 @@ def time_op(fn, arg_sets: list[tuple], warmup: int = 3, min_reps: int = 10, max_
             whole = min(whole, _whole_call_ms(fn, arg_sets))
         unseen = whole > limit
         median = whole if unseen else median
-    return Timing(median, _spread(times), len(times), host_bound_calls > len(times) / 2, gpu_ms, host_ms, unseen,
-                  last_outputs)
+    return Timing(
+        median, _spread(times), len(times), host_bound_calls > len(times) / 2, gpu_ms, host_ms, unseen, last_outputs
+    )
 
 
 def _spread(times: list[float]) -> float:
@@ -267,21 +283,20 @@ def copy_ceiling_gbs(nbytes: int = 512 << 20, device: str | None = None) -> floa
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     source = torch.empty(nbytes, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    timing = time_op(lambda: target.copy_(source), [()], min_reps=10, max_reps=50, device=device)
-    del source, target
-    return timing.gbs(2 * nbytes)
+    return time_op(lambda: target.copy_(source), [()], min_reps=10, max_reps=50, device=device).gbs(2 * nbytes)
 
 
 @dataclass
 class Row:
     """One line of a comparison: our op and torch's on the same inputs."""
+
     name: str
-    nbytes: int                    # bytes the op must move at least; GB/s are counted from it
+    nbytes: int  # bytes the op must move at least; GB/s are counted from it
     ours: Timing
-    baseline: Timing               # torch's own op
+    baseline: Timing  # torch's own op
     ceiling_gbs: float | None = None
-    d: int | None = None           # the x axis of plot_gbs
-    problem: str = ""              # why our outputs were wrong; '' when they were right
+    d: int | None = None  # the x axis of plot_gbs
+    problem: str = ""  # why our outputs were wrong; '' when they were right
 
     @property
     def wrong(self) -> bool:
@@ -305,8 +320,17 @@ class Row:
         return self.ours_gbs / self.ceiling_gbs if self.ceiling_gbs else None
 
 
-def compare(name: str, ours_fn, torch_fn, arg_sets: list[tuple], nbytes: int, check=None,
-            ceiling: float | None = None, d: int | None = None, **timing_options) -> Row:
+def compare(
+    name: str,
+    ours_fn,
+    torch_fn,
+    arg_sets: list[tuple],
+    nbytes: int,
+    check=None,
+    ceiling: float | None = None,
+    d: int | None = None,
+    **timing_options,
+) -> Row:
     """Time ours_fn and torch_fn on the same rotating arg_sets, then check what ours_fn
     returned inside the timing loop: check(outputs, args) gives '' or a problem."""
     ours = time_op(ours_fn, arg_sets, **timing_options)
@@ -332,9 +356,11 @@ def format_table(rows: list[Row], ceiling: float | None = None, title: str = "be
     """The rows as a text table, titled with the device, torch version and copy ceiling."""
     ceiling_text = f"copy ceiling {ceiling:.0f} GB/s" if ceiling else "copy ceiling not measured"
     width = max([len(r.name) for r in rows] + [4])
-    lines = [f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}",
-             f"{'case':<{width}} {'ours ms':>9} {'spread':>7} {'ours GB/s':>10} {'torch ms':>9} "
-             f"{'torch GB/s':>11} {'ours/torch':>10} {'of ceiling':>10}  check"]
+    lines = [
+        f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}",
+        f"{'case':<{width}} {'ours ms':>9} {'spread':>7} {'ours GB/s':>10} {'torch ms':>9} "
+        f"{'torch GB/s':>11} {'ours/torch':>10} {'of ceiling':>10}  check",
+    ]
     host_bound = False
     for row in rows:
         speedup = "wrong" if row.wrong else f"{row.speedup:.2f}x"
@@ -342,16 +368,22 @@ def format_table(rows: list[Row], ceiling: float | None = None, title: str = "be
         check = ("WRONG: " + row.problem.strip().splitlines()[0][:80]) if row.wrong else "ok"
         ours_ms, torch_ms = (f"{t.median_ms:.3f}" + ("*" if t.host_bound else "") for t in (row.ours, row.baseline))
         host_bound |= row.ours.host_bound or row.baseline.host_bound
-        lines.append(f"{row.name:<{width}} {ours_ms:>9} {row.ours.spread:>7.1%} "
-                     f"{row.ours_gbs:>10.1f} {torch_ms:>9} {row.baseline_gbs:>11.1f} "
-                     f"{speedup:>10} {of_ceiling:>10}  {check}")
+        lines.append(
+            f"{row.name:<{width}} {ours_ms:>9} {row.ours.spread:>7.1%} "
+            f"{row.ours_gbs:>10.1f} {torch_ms:>9} {row.baseline_gbs:>11.1f} "
+            f"{speedup:>10} {of_ceiling:>10}  {check}"
+        )
     if host_bound:
-        lines.append("* host-bound: the call's Python and launch work took longer than its GPU work; "
-                     "host and GPU ms of such rows:")
+        lines.append(
+            "* host-bound: the call's Python and launch work took longer than its GPU work; "
+            "host and GPU ms of such rows:"
+        )
         for row in rows:
             if row.ours.host_bound or row.baseline.host_bound:
-                lines.append(f"  {row.name:<{width}} ours {row.ours.host_ms:.3f} / {row.ours.gpu_ms:.3f}, "
-                             f"torch {row.baseline.host_ms:.3f} / {row.baseline.gpu_ms:.3f}")
+                lines.append(
+                    f"  {row.name:<{width}} ours {row.ours.host_ms:.3f} / {row.ours.gpu_ms:.3f}, "
+                    f"torch {row.baseline.host_ms:.3f} / {row.baseline.gpu_ms:.3f}"
+                )
     return "\n".join(lines)
 
 

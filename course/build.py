@@ -9,6 +9,7 @@ the module to `name_v1`, which changes every compile command, so ninja recompile
 everything. Here the module name and flags never change, and ninja rebuilds only the edited
 files.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,14 +38,14 @@ LOAD_KINDS = ("pybind", "torch_ops", "python")
 class Plan:
     """How a unit's files become what its tests call (unit.toml says which kinds)."""
 
-    name: str                       # the unit: also the module name of a jit build
-    build: str = "jit"              # jit: .cpp/.cu compiled with ninja; wheel: `pip wheel` of the
-                                    # student's package; none: nothing to compile
-    load: str = "pybind"            # pybind: the compiled module; torch_ops: torch.ops.<namespace>;
-                                    # python: the Python files (or the package) alone
-    files: tuple[str, ...] = ()     # the unit's files, in order; for a wheel, the package's
-    namespace: str = ""             # torch_ops: the TORCH_LIBRARY namespace
-    package: str = ""               # wheel: the import name of the package
+    name: str  # the unit: also the module name of a jit build
+    build: str = "jit"  # jit: .cpp/.cu compiled with ninja; wheel: `pip wheel` of the
+    # student's package; none: nothing to compile
+    load: str = "pybind"  # pybind: the compiled module; torch_ops: torch.ops.<namespace>;
+    # python: the Python files (or the package) alone
+    files: tuple[str, ...] = ()  # the unit's files, in order; for a wheel, the package's
+    namespace: str = ""  # torch_ops: the TORCH_LIBRARY namespace
+    package: str = ""  # wheel: the import name of the package
 
     @property
     def compiled(self) -> list[str]:
@@ -59,7 +60,7 @@ class Plan:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         return cls(**{**data, "files": tuple(data["files"])})
 
@@ -94,7 +95,7 @@ def first_errors(log: str, limit: int = 3, context: int = 2) -> list[str]:
     found: list[str] = []
     for index, line in enumerate(lines):
         if _ERROR_LINE.match(line) or _NVCC_ERROR_LINE.match(line):
-            found.append("\n".join(lines[index:index + 1 + context]).rstrip())
+            found.append("\n".join(lines[index : index + 1 + context]).rstrip())
             if len(found) == limit:
                 break
     if not found:  # a linker, ninja or packaging error: show the lines that say "error"
@@ -119,8 +120,15 @@ def remove_stale_lock(build_dir: str) -> None:
         os.remove(os.path.join(build_dir, "lock"))
 
 
-def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose: bool = False,
-                      extra_include_paths: list[str] | None = None, extra_cuda_cflags: list[str] = ()) -> str:
+def compile_extension(
+    name: str,
+    sources: list[str],
+    build_dir: str,
+    *,
+    verbose: bool = False,
+    extra_include_paths: list[str] | None = None,
+    extra_cuda_cflags: list[str] = (),
+) -> str:
     """Compile `sources` into build_dir/name.so with ninja and return its path (nothing is loaded).
     extra_cuda_cflags go after the course's own (tests: -D switches)."""
     from torch.utils import cpp_extension
@@ -135,7 +143,8 @@ def compile_extension(name: str, sources: list[str], build_dir: str, *, verbose:
     # course/loading.py loads, from a fresh copy of the library.
     importer = cpp_extension._import_module_from_library
     cpp_extension._import_module_from_library = lambda module_name, path, is_python_module: os.path.join(
-        path, module_name + LIB_EXT)
+        path, module_name + LIB_EXT
+    )
     try:
         return cpp_extension.load(
             name=name,
@@ -170,9 +179,11 @@ def libstdcxx_problem(library: str) -> str:
     symbols = subprocess.run([nm, "-D", "--defined-only", library], capture_output=True, text=True).stdout
     if _STATIC_LIBSTDCXX_SYMBOL not in symbols:
         return ""
-    return (f"warning: {os.path.basename(library)} carries its own copy of libstdc++ (this g++ links it "
-            "statically), which crashes on the first number an error message prints. Start Python with "
-            "the shared one preloaded: export LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)")
+    return (
+        f"warning: {os.path.basename(library)} carries its own copy of libstdc++ (this g++ links it "
+        "statically), which crashes on the first number an error message prints. Start Python with "
+        "the shared one preloaded: export LD_PRELOAD=$(g++ -print-file-name=libstdc++.so.6)"
+    )
 
 
 def _pip(*args: str, verbose: bool) -> str:
@@ -193,8 +204,16 @@ def build_wheel(package_dir: str, build_dir: str, *, verbose: bool = False) -> s
     No build isolation and no index: the build uses the torch already installed, offline."""
     dist = os.path.join(build_dir, "dist")
     shutil.rmtree(dist, ignore_errors=True)
-    _pip("wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, os.path.abspath(package_dir),
-         verbose=verbose)  # a path pip cannot take for a requirement name
+    _pip(
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        dist,
+        os.path.abspath(package_dir),
+        verbose=verbose,
+    )  # a path pip cannot take for a requirement name
     wheels = glob.glob(os.path.join(dist, "*.whl"))
     if len(wheels) != 1:
         raise BuildError(f"pip wheel made {len(wheels)} wheels in {dist}, expected one")
@@ -224,8 +243,18 @@ def install_editable(package_dir: str, *, echo=print) -> str:
     the folder to import the package from. pip honours PIP_TARGET (the notebook tests install
     into a folder of their own instead of the environment's site-packages)."""
     env = dict(os.environ, PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    command = [sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation", "--no-index",
-               "-e", os.path.abspath(package_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-v",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-e",
+        os.path.abspath(package_dir),
+    ]
     if env.get("PIP_TARGET"):
         command.append("--upgrade")  # a second install replaces the first in the target folder
     echo(f"pip install --no-build-isolation -e {package_dir}")
@@ -242,8 +271,9 @@ def install_editable(package_dir: str, *, echo=print) -> str:
     return os.path.abspath(package_dir)
 
 
-def build(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
-          extra_cuda_cflags: list[str] = ()) -> Built:
+def build(
+    plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False, extra_cuda_cflags: list[str] = ()
+) -> Built:
     """Build the unit's files in source_dir, as its plan says, in this process."""
     if plan.build == "jit":
         sources = [os.path.join(source_dir, f) for f in plan.compiled]
@@ -275,16 +305,18 @@ def read_built(plan: Plan, build_dir: str, returncode: int, log: str) -> Built:
         raise BuildError(f"build of {plan.name} left no readable built.json: {error}") from None
 
 
-def build_in_subprocess(plan: Plan, source_dir: str, build_dir: str, *, timeout: float,
-                        env: dict | None = None) -> Built:
+def build_in_subprocess(
+    plan: Plan, source_dir: str, build_dir: str, *, timeout: float, env: dict | None = None
+) -> Built:
     """Build in a child process with a time limit (the autograder builds in its sandbox instead)."""
     os.makedirs(build_dir, exist_ok=True)
     command = [sys.executable, *build_args(plan, source_dir, build_dir)]
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     child_env = dict(env or os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, child_env.get("PYTHONPATH")]))
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               env=child_env, start_new_session=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_env, start_new_session=True
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

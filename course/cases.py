@@ -15,6 +15,7 @@ notebook), it stands in, its speed divided by params["reference_vs_torch"], the 
 speed against torch where that was measured. Its `needs` name cases that must pass before
 it is timed.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -29,11 +30,11 @@ import torch
 FULL_AT, ZERO_AT = 0.9, 0.45
 
 # Extra checks a values case can ask for (the harness does the work):
-POISON = "poison"              # outputs' memory is pre-filled with NaN: every element must be written
-SIDE_STREAM = "side_stream"    # run on a non-default stream whose inputs arrive late
-ROTATED = "rotated"            # called again on new values in the same buffers: no cached results
+POISON = "poison"  # outputs' memory is pre-filled with NaN: every element must be written
+SIDE_STREAM = "side_stream"  # run on a non-default stream whose inputs arrive late
+ROTATED = "rotated"  # called again on new values in the same buffers: no cached results
 INPUTS_UNCHANGED = "inputs_unchanged"
-OWN_KERNEL = "own_kernel"      # the profiler must show no forbidden aten op, and a kernel of the student's own
+OWN_KERNEL = "own_kernel"  # the profiler must show no forbidden aten op, and a kernel of the student's own
 
 # A 16-bit values case is judged on several draws of its inputs: a rounding mistake that one
 # draw hides (a tie, a lucky cancellation) must not make a grade depend on the seed. Cases
@@ -46,16 +47,16 @@ _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
 @dataclass(frozen=True)
 class Case:
     name: str
-    group: str                     # cases of a group share one child process in the autograder
+    group: str  # cases of a group share one child process in the autograder
     device: str = "cpu"
     points: float = 1.0
-    params: dict = field(default_factory=dict)   # handed to the spec's make_inputs
-    kind: str = "values"           # "values", "error" or "perf"
+    params: dict = field(default_factory=dict)  # handed to the spec's make_inputs
+    kind: str = "values"  # "values", "error" or "perf"
     checks: tuple[str, ...] = ()
-    error_words: tuple[str, ...] = ()            # an "error" case: words its message must contain
-    hint: str = ""                 # shown when the case fails: what to look at
-    timeout: float = 30.0          # seconds for this case in the autograder's child
-    needs: tuple[str, ...] = ()    # cases that must pass before this one runs (names or fnmatch patterns)
+    error_words: tuple[str, ...] = ()  # an "error" case: words its message must contain
+    hint: str = ""  # shown when the case fails: what to look at
+    timeout: float = 30.0  # seconds for this case in the autograder's child
+    needs: tuple[str, ...] = ()  # cases that must pass before this one runs (names or fnmatch patterns)
 
     @property
     def input_sets(self) -> int:
@@ -75,8 +76,9 @@ class Case:
     @property
     def drawn_again(self) -> bool:
         """A small 16-bit values case: judged on DRAWS draws of its inputs."""
-        return (self.params.get("dtype") in _SIXTEEN_BIT and self.elements is not None
-                and self.elements <= DRAWN_ELEMENTS)
+        return (
+            self.params.get("dtype") in _SIXTEEN_BIT and self.elements is not None and self.elements <= DRAWN_ELEMENTS
+        )
 
 
 def generator_for(case: Case, seed: int, index: int = 0) -> torch.Generator:
@@ -100,8 +102,11 @@ def make_input_sets(spec, case: Case, seed: int) -> list[dict]:
 def needed(case: Case, cases: list[Case]) -> list[str]:
     """The names of the cases `case` needs, its patterns matched against `cases` (the public
     suite's or the whole one's: the same perf case needs what each of them holds)."""
-    return [other.name for other in cases
-            if other is not case and any(fnmatch.fnmatchcase(other.name, need) for need in case.needs)]
+    return [
+        other.name
+        for other in cases
+        if other is not case and any(fnmatch.fnmatchcase(other.name, need) for need in case.needs)
+    ]
 
 
 def check_needs(cases: list[Case]) -> None:

@@ -3,6 +3,7 @@
 This is the only code that touches the student's module. It returns plain data
 (CPU tensors, strings, timings); it never decides pass or fail.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,9 +42,11 @@ def empty_is_nan():
 def nan_filled(run):
     """`run(ext, inputs)` as an op's call inside empty_is_nan: an output element the op never
     writes shows up as NaN."""
+
     def wrapped(ext, inputs):
         with empty_is_nan():
             return run(ext, inputs)
+
     return wrapped
 
 
@@ -77,8 +80,10 @@ def synchronize(device: str) -> None:
 def _poison_allocator(metas: list, device: str) -> None:
     """Hand the caching allocator blocks full of NaN of the outputs' sizes: the op's
     torch::empty outputs then start as NaN, so an element it never writes shows."""
-    blocks = [torch.full(shape, float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
-              for shape, dtype in metas]
+    blocks = [
+        torch.full(shape, float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
+        for shape, dtype in metas
+    ]
     synchronize(device)
     del blocks
 
@@ -91,8 +96,10 @@ def _call_on_side_stream(spec, ext, inputs: dict, device: str) -> tuple:
     call(spec, ext, {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
     torch.cuda.synchronize()
     pinned = {k: v.pin_memory() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    buffers = {k: torch.full_like(v, float("nan"), device=device) if isinstance(v, torch.Tensor) else v
-               for k, v in inputs.items()}
+    buffers = {
+        k: torch.full_like(v, float("nan"), device=device) if isinstance(v, torch.Tensor) else v
+        for k, v in inputs.items()
+    }
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
@@ -196,9 +203,15 @@ def _timing(op, arg_sets: list[tuple], device: str):
 
 
 def _timing_entry(timing) -> dict:
-    return {"median_ms": timing.median_ms, "spread": timing.spread, "reps": timing.reps,
-            "host_bound": timing.host_bound, "unseen": timing.unseen,
-            "gpu_ms": timing.gpu_ms, "host_ms": timing.host_ms}  # apart, for a host-bound call's report
+    return {
+        "median_ms": timing.median_ms,
+        "spread": timing.spread,
+        "reps": timing.reps,
+        "host_bound": timing.host_bound,
+        "unseen": timing.unseen,
+        "gpu_ms": timing.gpu_ms,
+        "host_ms": timing.host_ms,
+    }  # apart, for a host-bound call's report
 
 
 def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
@@ -219,7 +232,11 @@ def _time(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict
     # What the last timed call on each set returned, for the judge: an answer kept from an
     # earlier call (by the inputs' shape, say) is wrong on the other sets. torch's time from
     # this process serves the notebook; the grader takes it from the run without student code.
-    return {"timing": _timing_entry(timing), "torch_timing": torchs, **collected([for_judge(o) for o in timing.last_outputs])}
+    return {
+        "timing": _timing_entry(timing),
+        "torch_timing": torchs,
+        **collected([for_judge(o) for o in timing.last_outputs]),
+    }
 
 
 def _refill(buffers: dict, inputs: dict) -> None:
@@ -246,7 +263,7 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
             call(spec, ext, to_device(spec, case, input_sets[0]))
             synchronize(device)
             result["error"] = None
-        except Exception as error:  # noqa: BLE001 - any exception is data for the judge
+        except Exception as error:
             result["error"] = (type(error).__name__, str(error))
         return result
 

@@ -5,6 +5,7 @@ a variance divided by D - 1 fails a "tail" case too. These read the mismatch its
 elements are wrong, by how much, and how that lines up with the inputs. Each returns a line
 or None; `explain` returns the lines of those that match.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,8 +31,10 @@ def _rows_and_columns(got: torch.Tensor, inputs: dict) -> tuple[int, int]:
 def unwritten(got: torch.Tensor, bad: torch.Tensor) -> str | None:
     """Every wrong element is NaN: outputs start out as NaN in the tests, so they were never written."""
     if bad.any() and torch.isnan(got.double()[bad]).all():
-        return ("every wrong element is NaN, which is what outputs hold before the op writes them: "
-                "these elements were never written")
+        return (
+            "every wrong element is NaN, which is what outputs hold before the op writes them: "
+            "these elements were never written"
+        )
     return None
 
 
@@ -46,8 +49,10 @@ def tail_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
     wrong_share = bad.reshape(rows, columns)[:, first:].double().mean().item()
     if wrong_share < MOSTLY:
         return None
-    return (f"only the last columns are wrong ({first} to {columns - 1} of {columns}): a loop stops "
-            f"before the end of the row, or a tail after whole vectors or chunks is left out")
+    return (
+        f"only the last columns are wrong ({first} to {columns - 1} of {columns}): a loop stops "
+        f"before the end of the row, or a tail after whole vectors or chunks is left out"
+    )
 
 
 def late_rows(bad: torch.Tensor, rows: int, columns: int) -> str | None:
@@ -58,14 +63,18 @@ def late_rows(bad: torch.Tensor, rows: int, columns: int) -> str | None:
     first = int(bad_rows.min())
     if first == 0 or bad.reshape(rows, columns)[first:].any(dim=1).double().mean().item() < MOSTLY:
         return None
-    limit = (f" {first} is a multiple of {GRID_Y_LIMIT}, the largest gridDim.y: a grid sized to the rows "
-             "was capped") if first % GRID_Y_LIMIT == 0 else ""
-    return (f"only rows {first} and on are wrong (of {rows}): the grid does not reach them.{limit} "
-            "Loop over rows with a grid-sized stride, or size the grid from the row count")
+    limit = (
+        (f" {first} is a multiple of {GRID_Y_LIMIT}, the largest gridDim.y: a grid sized to the rows was capped")
+        if first % GRID_Y_LIMIT == 0
+        else ""
+    )
+    return (
+        f"only rows {first} and on are wrong (of {rows}): the grid does not reach them.{limit} "
+        "Loop over rows with a grid-sized stride, or size the grid from the row count"
+    )
 
 
-def same_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor,
-                inputs: dict) -> str | None:
+def same_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> str | None:
     """Every wrong element is off by the same factor; sqrt((D-1)/D) is a variance divided by D - 1."""
     expected64 = expected.double()[bad]
     usable = expected64.abs() > torch.finfo(torch.float64).tiny
@@ -73,16 +82,20 @@ def same_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch
         return None
     ratio = got.double()[bad][usable] / expected64[usable]
     factor = ratio.median().item()
-    if not torch.isfinite(ratio).all() or factor <= 0 or (ratio - factor).abs().max().item() > SAME_FACTOR_SPREAD * factor:
+    if (
+        not torch.isfinite(ratio).all()
+        or factor <= 0
+        or (ratio - factor).abs().max().item() > SAME_FACTOR_SPREAD * factor
+    ):
         return None
     line = f"every wrong {name} is {factor:.6g} times the expected value"
     x = inputs.get("x")
     if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[-1] > 1:
         d = x.shape[-1]
-        for ratio_name, candidate in ((f"sqrt((D-1)/D), with D = {d}: a variance divided by D - 1 instead of D",
-                                       ((d - 1) / d) ** 0.5),
-                                      (f"sqrt(D/(D-1)), with D = {d}: a variance divided by D - 1 instead of D",
-                                       (d / (d - 1)) ** 0.5)):
+        for ratio_name, candidate in (
+            (f"sqrt((D-1)/D), with D = {d}: a variance divided by D - 1 instead of D", ((d - 1) / d) ** 0.5),
+            (f"sqrt(D/(D-1)), with D = {d}: a variance divided by D - 1 instead of D", (d / (d - 1)) ** 0.5),
+        ):
             if abs(factor - candidate) < 0.1 * abs(candidate - 1):
                 return f"{line}, which is {ratio_name}"
     return line
@@ -100,9 +113,11 @@ def cancellation(bad: torch.Tensor, rows: int, columns: int, inputs: dict) -> st
     condition = x64.mean(dim=1).abs() / x64.std(dim=1).clamp_min(torch.finfo(torch.float64).tiny)
     if condition[bad_rows].min() < CONDITION_GAP * condition[~bad_rows].median():
         return None
-    return ("the wrong rows are the ones whose mean is large next to their spread (|mean| / std "
-            f"{condition[bad_rows].min().item():.3g} and more, against {condition[~bad_rows].median().item():.3g} "
-            "for the right rows): E[x^2] - E[x]^2 cancels there; subtract the mean before squaring")
+    return (
+        "the wrong rows are the ones whose mean is large next to their spread (|mean| / std "
+        f"{condition[bad_rows].min().item():.3g} and more, against {condition[~bad_rows].median().item():.3g} "
+        "for the right rows): E[x^2] - E[x]^2 cancels there; subtract the mean before squaring"
+    )
 
 
 def low_precision(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> str | None:
@@ -115,8 +130,10 @@ def low_precision(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, 
     scale = expected.double().abs().max().clamp_min(torch.finfo(torch.float64).tiny)
     if not torch.isfinite(error).all() or (error / scale).max().item() > 64 * torch.finfo(dtype).eps:
         return None
-    return (f"the errors are a few roundings of {dtype} in size: values or sums kept in {dtype} on the "
-            "way lose bits; widen to float32 (the op-math type) and round once, at the store")
+    return (
+        f"the errors are a few roundings of {dtype} in size: values or sums kept in {dtype} on the "
+        "way lose bits; widen to float32 (the op-math type) and round once, at the store"
+    )
 
 
 def explain(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> list[str]:
@@ -127,6 +144,9 @@ def explain(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Ten
     rows, columns = _rows_and_columns(got, inputs)
     lines = [nan_line, tail_columns(bad, rows, columns), late_rows(bad, rows, columns)]
     if nan_line is None:
-        lines += [same_factor(name, got, expected, bad, inputs), cancellation(bad, rows, columns, inputs),
-                  low_precision(got, expected, bad, inputs)]
+        lines += [
+            same_factor(name, got, expected, bad, inputs),
+            cancellation(bad, rows, columns, inputs),
+            low_precision(got, expected, bad, inputs),
+        ]
     return [line for line in lines if line]

@@ -3,6 +3,7 @@
 In the autograder this runs in the parent, which never loads student code; the
 reference is computed here, in float64.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,6 @@ from course import hints, kernel_names
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, ROTATED, Case
 from course.ops import op_for
-
 
 PATTERN = "  what it looks like: "  # a line from course.hints, under the mismatch it explains
 
@@ -61,8 +61,10 @@ SLICE = 1 << 20
 def all_within(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
     """Whether wrong_elements would find none (same shapes), a slice at a time."""
     got, expected = got.reshape(-1), expected.reshape(-1)
-    return all(bool(_within(got[start:start + SLICE], expected[start:start + SLICE], atol, rtol).all())
-               for start in range(0, got.numel(), SLICE))
+    return all(
+        bool(_within(got[start : start + SLICE], expected[start : start + SLICE], atol, rtol).all())
+        for start in range(0, got.numel(), SLICE)
+    )
 
 
 def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
@@ -104,8 +106,10 @@ def _judge_error(case: Case, result: dict) -> Verdict:
         return Verdict(False, f"expected a RuntimeError or ValueError, got {kind}: {message[:300]}")
     missing = [w for w in case.error_words if not re.search(rf"\b{re.escape(w)}\b", message, re.IGNORECASE)]
     if missing:
-        return Verdict(False, f"the error message should mention {' and '.join(map(repr, missing))}; "
-                              f"it was: {message.strip()[:300]}")
+        return Verdict(
+            False,
+            f"the error message should mention {' and '.join(map(repr, missing))}; it was: {message.strip()[:300]}",
+        )
     return Verdict(True)
 
 
@@ -120,16 +124,28 @@ def _own_kernel_problem(spec, case: Case, result: dict, own_kernels: frozenset[s
     if not case.device.startswith("cuda"):
         return ""
     kernels = list(result.get("kernels", ()))
-    torch_compute = sorted({kernel_names.identifier(k) for k in kernels
-                            if kernel_names.is_torch_kernel(k) and not kernel_names.is_torch_copy_or_fill(k)})
+    torch_compute = sorted(
+        {
+            kernel_names.identifier(k)
+            for k in kernels
+            if kernel_names.is_torch_kernel(k) and not kernel_names.is_torch_copy_or_fill(k)
+        }
+    )
     if torch_compute:
         return f"PyTorch's own kernels did the op's work: {', '.join(torch_compute)}: write the computation yourself"
-    own = [k for k in kernels if not kernel_names.is_torch_kernel(k) and not kernel_names.is_transfer(k)
-           and (own_kernels is None or kernel_names.identifier(k) in own_kernels)]
+    own = [
+        k
+        for k in kernels
+        if not kernel_names.is_torch_kernel(k)
+        and not kernel_names.is_transfer(k)
+        and (own_kernels is None or kernel_names.identifier(k) in own_kernels)
+    ]
     if not own:
         seen = sorted({kernel_names.identifier(k) or k for k in kernels})[:5]
-        return ("no kernel of your own ran on the GPU (the profiler saw "
-                f"{', '.join(seen) if seen else 'no kernel'}; yours are those your files define)")
+        return (
+            "no kernel of your own ran on the GPU (the profiler saw "
+            f"{', '.join(seen) if seen else 'no kernel'}; yours are those your files define)"
+        )
     return ""
 
 
@@ -142,8 +158,10 @@ def _exact_share_problem(op, name: str, got: torch.Tensor, expected: torch.Tenso
     equal = torch.eq(got, expected).sum().item() / got.numel()
     if equal >= least:
         return ""
-    return (f"{name}: {equal:.4%} of its {got.numel()} elements equal the reference exactly; at least {least:.1%} "
-            "must (only a near tie may round the other way)")
+    return (
+        f"{name}: {equal:.4%} of its {got.numel()} elements equal the reference exactly; at least {least:.1%} "
+        "must (only a near tie may round the other way)"
+    )
 
 
 def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
@@ -174,9 +192,11 @@ def _device_problems(spec, case: Case, inputs: dict, devices) -> list[str]:
     computed on the CPU for CUDA inputs, say); [] where all are right or none were recorded."""
     wanted = case.device.split(":")[0]
     op = op_for(spec, inputs)
-    return [f"{name} came back on {device}, but the inputs are on {case.device}: return it on their device"
-            for name, device in zip(op.outputs, devices or ())
-            if name not in op.host_outputs and device.split(":")[0] != wanted]
+    return [
+        f"{name} came back on {device}, but the inputs are on {case.device}: return it on their device"
+        for name, device in zip(op.outputs, devices or ())
+        if name not in op.host_outputs and device.split(":")[0] != wanted
+    ]
 
 
 def _with_hint(problems: list[str], case: Case) -> list[str]:
@@ -202,8 +222,11 @@ def _devices(result: dict, index: int):
 
 
 def _timing(entry: dict) -> Timing:
-    return Timing(**{k: entry[k] for k in ("median_ms", "spread", "reps")}, host_bound=bool(entry.get("host_bound")),
-                  unseen=bool(entry.get("unseen")))
+    return Timing(
+        **{k: entry[k] for k in ("median_ms", "spread", "reps")},
+        host_bound=bool(entry.get("host_bound")),
+        unseen=bool(entry.get("unseen")),
+    )
 
 
 def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline) -> Verdict:
@@ -218,12 +241,21 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
         why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
         return Verdict(False, f"not run: the reference could not be timed here: {why}")
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
-        problems = (_device_problems(spec, case, inputs, _devices(result, index))
-                    or _values_problems(spec, inputs, outputs))
+        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
+            spec, inputs, outputs
+        )
         if problems:
-            return Verdict(False, "\n".join([f"the output of the timed calls on input set {index + 1} of "
-                                             f"{len(input_sets)} was wrong, so their time earns no points:",
-                                             *_with_hint(problems, case)]), 0.0)
+            return Verdict(
+                False,
+                "\n".join(
+                    [
+                        f"the output of the timed calls on input set {index + 1} of "
+                        f"{len(input_sets)} was wrong, so their time earns no points:",
+                        *_with_hint(problems, case),
+                    ]
+                ),
+                0.0,
+            )
     ours, torchs = _timing(result["timing"]), _timing(baseline["timing"])
     reference = _timing(baseline["reference_timing"]) if "reference_timing" in baseline else None
     if not 0 < ours.median_ms < float("inf"):  # the divisions below must mean something
@@ -233,36 +265,56 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     nbytes = spec.bytes_moved(input_sets[0])
     if reference is not None:
         ratio = reference.median_ms / ours.median_ms
-        timed = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), the reference "
-                 f"{reference.median_ms:.3f} ms ({reference.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms")
+        timed = (
+            f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), the reference "
+            f"{reference.median_ms:.3f} ms ({reference.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms"
+        )
     else:
         stand_in = case.params.get("reference_vs_torch", 1.0)
         ratio = torch_ratio / stand_in
-        timed = (f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms "
-                 f"({torchs.gbs(nbytes):.0f} GB/s); the reference is not here: estimated as torch's speed "
-                 f"x{stand_in:g} (what it measured where it was last timed)")
+        timed = (
+            f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms "
+            f"({torchs.gbs(nbytes):.0f} GB/s); the reference is not here: estimated as torch's speed "
+            f"x{stand_in:g} (what it measured where it was last timed)"
+        )
     fraction = perf_fraction(ratio, full_at, zero_at)
     points = round(case.points * fraction, 2)
-    message = (f"{timed} on {describe_inputs(input_sets[0])}: {ratio:.2f}x the reference, {torch_ratio:.2f}x torch "
-               f"-> {points:g}/{case.points:g} points (full at {full_at:.2f}x the reference, zero at {zero_at:.2f}x)")
+    message = (
+        f"{timed} on {describe_inputs(input_sets[0])}: {ratio:.2f}x the reference, {torch_ratio:.2f}x torch "
+        f"-> {points:g}/{case.points:g} points (full at {full_at:.2f}x the reference, zero at {zero_at:.2f}x)"
+    )
     if ours.unseen:
-        message += ("\nyour call left work on the GPU that its timing events did not see (on a stream other than "
-                    "the current one?): it is timed from the call until the GPU was idle")
+        message += (
+            "\nyour call left work on the GPU that its timing events did not see (on a stream other than "
+            "the current one?): it is timed from the call until the GPU was idle"
+        )
     if ours.host_bound:
-        message += ("\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
-                    "the GPU: look there first")
-    measurements = {"ours_ms": ours.median_ms, "torch_ms": torchs.median_ms, "ours_gbs": ours.gbs(nbytes),
-                    "torch_gbs": torchs.gbs(nbytes), "ratio": ratio, "torch_ratio": torch_ratio,
-                    "ours_spread": ours.spread, "torch_spread": torchs.spread, "bytes": nbytes}
+        message += (
+            "\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
+            "the GPU: look there first"
+        )
+    measurements = {
+        "ours_ms": ours.median_ms,
+        "torch_ms": torchs.median_ms,
+        "ours_gbs": ours.gbs(nbytes),
+        "torch_gbs": torchs.gbs(nbytes),
+        "ratio": ratio,
+        "torch_ratio": torch_ratio,
+        "ours_spread": ours.spread,
+        "torch_spread": torchs.spread,
+        "bytes": nbytes,
+    }
     if reference is not None:
-        measurements.update(reference_ms=reference.median_ms, reference_gbs=reference.gbs(nbytes),
-                            reference_spread=reference.spread)
+        measurements.update(
+            reference_ms=reference.median_ms, reference_gbs=reference.gbs(nbytes), reference_spread=reference.spread
+        )
     # A perf case passes when it earned points: its score says how many.
     return Verdict(fraction > 0, message, fraction, measurements)
 
 
-def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
-          own_kernels: frozenset[str] | None = None) -> Verdict:
+def judge(
+    spec, case: Case, input_sets: list[dict], result: dict, baseline=None, own_kernels: frozenset[str] | None = None
+) -> Verdict:
     """`baseline`: for a perf case, the result of timing torch's own op and the reference on
     the same inputs.
     `own_kernels`: the identifiers of the kernels the submission's files define
@@ -275,12 +327,16 @@ def judge(spec, case: Case, input_sets: list[dict], result: dict, baseline=None,
         return _judge_error(case, result)
     problems = []
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
-        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(spec, inputs, outputs)
+        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
+            spec, inputs, outputs
+        )
         if index == 1 and ROTATED in case.checks:
             problems = ["on the second call, with new values in the same buffers: " + p for p in problems]
         elif index:
-            problems = [f"on input draw {index + 1} of {len(input_sets)} (new values in the same buffers): " + p
-                        for p in problems]
+            problems = [
+                f"on input draw {index + 1} of {len(input_sets)} (new values in the same buffers): " + p
+                for p in problems
+            ]
         if problems:
             break
     if INPUTS_UNCHANGED in case.checks and not problems:

@@ -7,6 +7,7 @@ library's read-only data; a Triton kernel is a function decorated with `triton.j
 profiler names kernels demangled ("void (anonymous namespace)::relu_bias_kernel<float>(...)"),
 so both sides are compared by the kernel's own identifier.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,7 +25,7 @@ def _elf_sections(data: bytes) -> dict[str, bytes]:
     """{section name: its bytes} of a 64-bit little-endian ELF file; {} for anything else."""
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return {}
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
     headers = []
     for index in range(count):
@@ -36,11 +37,11 @@ def _elf_sections(data: bytes) -> dict[str, bytes]:
     if names_index >= len(headers):
         return {}
     _, names_offset, names_size = headers[names_index]
-    names = data[names_offset:names_offset + names_size]
+    names = data[names_offset : names_offset + names_size]
     sections = {}
     for name, offset, size in headers:
-        label = names[name:names.find(b"\0", name)].decode("ascii", "replace")
-        sections[label] = data[offset:offset + size]
+        label = names[name : names.find(b"\0", name)].decode("ascii", "replace")
+        sections[label] = data[offset : offset + size]
     return sections
 
 
@@ -54,7 +55,7 @@ def mangled_identifier(mangled: str) -> str:
     while at < len(mangled) and mangled[at].isdigit():
         digits = re.match(r"\d+", mangled[at:]).group()
         at += len(digits)
-        last = mangled[at:at + int(digits)]
+        last = mangled[at : at + int(digits)]
         at += int(digits)
     return last
 

@@ -9,6 +9,7 @@ the notebook's own must survive the bug it is hunting. With `plant` ({file, old,
 edit that puts a bug back into correct sources), the instructor's notebook shows what each
 of the starter's bugs looks like under its tool.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,16 @@ def _planted_copy(unit: str, files: list[str], plant: dict) -> str:
     return folder
 
 
-def find_bug(unit: str, files: list[str], tool: str, *, cases: list[str] = (), plant: dict | None = None,
-             suites_root: str | None = None, timeout: float = 900) -> bool:
+def find_bug(
+    unit: str,
+    files: list[str],
+    tool: str,
+    *,
+    cases: list[str] = (),
+    plant: dict | None = None,
+    suites_root: str | None = None,
+    timeout: float = 900,
+) -> bool:
     """Run the unit's op (its sources in the folder named after it) under `tool`; print what
     the tool says. Returns True when it found something."""
     from course.build import Plan, build

@@ -12,6 +12,7 @@ A jit build's Python files are then imported in order, each able to `import <uni
 compiled module) and the files before it; the last is what the tests call. A wheel's
 package is imported from the folder it was installed into.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,8 @@ import time
 
 from course.build import LIB_EXT, Built, Plan
 
-_loaded_ops: dict[str, tuple[ctypes.CDLL, str]] = {}   # namespace: (handle, path) of its library
-_loaded_prefixes: dict[str, str] = {}                  # package: the folder it was imported from
+_loaded_ops: dict[str, tuple[ctypes.CDLL, str]] = {}  # namespace: (handle, path) of its library
+_loaded_prefixes: dict[str, str] = {}  # package: the folder it was imported from
 
 
 def _forget_loaded_module(name: str) -> None:
@@ -83,7 +84,8 @@ def _dlclose(path: str, handle: int) -> None:
     if os.path.exists("/proc/self/maps") and _mapped(path):
         raise RuntimeError(
             f"the previous build ({path}) could not be unloaded, so its operators stay registered: "
-            "restart the Python process (in Colab: Runtime > Restart session) and build again")
+            "restart the Python process (in Colab: Runtime > Restart session) and build again"
+        )
 
 
 def _drop_ops_namespace(namespace: str) -> None:
@@ -231,8 +233,15 @@ def load(plan: Plan, built: Built, source_dir: str):
     return import_python_sources(plan.name, extension, python)
 
 
-def build_and_load(plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False,
-                   extra_cuda_cflags: list[str] = (), editable: bool = False):
+def build_and_load(
+    plan: Plan,
+    source_dir: str,
+    build_dir: str,
+    *,
+    verbose: bool = False,
+    extra_cuda_cflags: list[str] = (),
+    editable: bool = False,
+):
     """Build and load in this process (the notebook's and the tests' way). Returns (what the
     tests call, seconds). editable: a package is installed with `pip install -e` (the
     notebook's way) rather than built into a wheel (the autograder's)."""

@@ -2,6 +2,7 @@
 
 Everything here runs inside the student's notebook (Colab or Jupyter).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,8 +41,10 @@ def setup(require_gpu: bool = True) -> None:
     import torch
 
     if not torch.cuda.is_available():
-        message = ("No GPU. In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again. "
-                   "The CPU parts of this unit still build and run without one.")
+        message = (
+            "No GPU. In Colab: Runtime > Change runtime type > T4 GPU, then run all cells again. "
+            "The CPU parts of this unit still build and run without one."
+        )
         if require_gpu:
             print("WARNING:", message)
     else:
@@ -53,19 +56,24 @@ def setup(require_gpu: bool = True) -> None:
         os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
     nvcc = _cuda_major_of_nvcc()
     if torch.version.cuda and nvcc is None:
-        print("WARNING: nvcc not found: CUDA sources cannot be compiled. Install the CUDA toolkit "
-              f"{torch.version.cuda} or set CUDA_HOME to it.")
+        print(
+            "WARNING: nvcc not found: CUDA sources cannot be compiled. Install the CUDA toolkit "
+            f"{torch.version.cuda} or set CUDA_HOME to it."
+        )
     elif torch.version.cuda and nvcc[0] != torch.version.cuda.split(".")[0]:
         raise SetupProblem(
             f"nvcc is CUDA {nvcc[1]} but this torch was built with CUDA {torch.version.cuda}; their major "
             "versions must match. Install the torch wheel for your nvcc (pip install torch --index-url "
             f"https://download.pytorch.org/whl/cu{nvcc[1].replace('.', '')}) and restart the runtime, "
-            "or point CUDA_HOME to a CUDA toolkit of the torch's version.")
+            "or point CUDA_HOME to a CUDA toolkit of the torch's version."
+        )
     _register_magic()
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    print(f"torch {torch.__version__} (CUDA {torch.version.cuda}), nvcc {nvcc[1] if nvcc else 'missing'}, "
-          f"GPU: {gpu}, TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', 'unset')}, "
-          f"Python {sys.version.split()[0]}")
+    print(
+        f"torch {torch.__version__} (CUDA {torch.version.cuda}), nvcc {nvcc[1] if nvcc else 'missing'}, "
+        f"GPU: {gpu}, TORCH_CUDA_ARCH_LIST={os.environ.get('TORCH_CUDA_ARCH_LIST', 'unset')}, "
+        f"Python {sys.version.split()[0]}"
+    )
 
 
 def write_if_changed(path: str, text: str) -> bool:
@@ -88,7 +96,7 @@ def _writefile_if_changed(line: str, cell: str) -> None:
 
 def _register_magic() -> None:
     try:
-        ip = get_ipython()  # noqa: F821 - defined inside IPython
+        ip = get_ipython()
     except NameError:
         return
     ip.register_magic_function(_writefile_if_changed, magic_kind="cell", magic_name=SOURCE_MAGIC.lstrip("%"))
@@ -98,8 +106,9 @@ class BuildFailed(RuntimeError):
     pass
 
 
-def build_unit(unit: str, files: list[str], build: str = "jit", load: str = "pybind", namespace: str = "",
-               package: str = ""):
+def build_unit(
+    unit: str, files: list[str], build: str = "jit", load: str = "pybind", namespace: str = "", package: str = ""
+):
     """Build the unit's files (in the folder named after the unit) and return what its tests
     call; run again after an edit, it rebuilds what changed and loads the new code."""
     from course.build import BuildError, Plan
@@ -138,7 +147,7 @@ def _current_notebook() -> dict | None:
         from google.colab import _message  # type: ignore
 
         return _message.blocking_request("get_ipynb", request="", timeout_sec=30)["ipynb"]
-    except Exception:  # noqa: BLE001 - not in Colab, or Colab declined
+    except Exception:
         return None
 
 

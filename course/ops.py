@@ -5,10 +5,11 @@ the op they run under "op" (a suite of one op may leave it out). The harness cal
 the judge compares its outputs with the reference within the tolerance: neither knows any
 unit's ops.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -17,18 +18,18 @@ Tolerance = tuple[float, float]  # (atol, rtol): |got - expected| <= atol + rtol
 
 @dataclass(frozen=True)
 class Op:
-    call: Callable            # (ext, inputs) -> a tensor or a tuple of them: runs the student's op
-    reference: Callable       # (inputs) -> tuple of tensors, computed in float64 from the inputs as given
+    call: Callable  # (ext, inputs) -> a tensor or a tuple of them: runs the student's op
+    reference: Callable  # (inputs) -> tuple of tensors, computed in float64 from the inputs as given
     outputs: tuple[str, ...]  # the outputs' names, in order: what a mismatch message calls them
-    dtypes: Callable          # (inputs) -> tuple of the dtypes the outputs must have
-    tolerance: Callable       # (inputs) -> one Tolerance for every output, or {output name: Tolerance}
+    dtypes: Callable  # (inputs) -> tuple of the dtypes the outputs must have
+    tolerance: Callable  # (inputs) -> one Tolerance for every output, or {output name: Tolerance}
     exact_share: tuple[tuple[str, float], ...] = ()  # (output, least share of its elements equal to the
-                                                     # reference): integer outputs whose tolerance allows a
-                                                     # near tie to round either way, but only rarely
+    # reference): integer outputs whose tolerance allows a
+    # near tie to round either way, but only rarely
     against_itself: bool = False  # reference takes (inputs, outputs): what is right follows from the op's
-                                  # own raw outputs (gradcheck), worked out by the judge, not the child
+    # own raw outputs (gradcheck), worked out by the judge, not the child
     host_outputs: tuple[str, ...] = ()  # outputs the call makes on the CPU (a count, a verdict); every
-                                        # other one must come back on the case's device
+    # other one must come back on the case's device
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
@@ -64,8 +65,14 @@ def dtypes_like(name: str, count: int = 1) -> Callable:
 
 def flag(call: Callable, name: str, tolerance: Callable = exact) -> Op:
     """An op whose one output is a bool tensor that must be True (gradcheck's verdict, say)."""
-    return Op(call, lambda inputs: (torch.tensor(True),), (name,), lambda inputs: (torch.bool,), tolerance,
-              host_outputs=(name,))
+    return Op(
+        call,
+        lambda inputs: (torch.tensor(True),),
+        (name,),
+        lambda inputs: (torch.bool,),
+        tolerance,
+        host_outputs=(name,),
+    )
 
 
 def gradients(function: Callable, inputs: dict, names: tuple[str, ...], upstream: str) -> tuple:
@@ -89,8 +96,9 @@ def jacobian_probe(function: Callable, inputs: dict, names: tuple[str, ...]) -> 
     - nudged [2, n_in, n_out]: the output with input element i raised (0) or lowered (1) by
       GRADCHECK_STEP, in place, as gradcheck nudges it;
     - backward [n_in, n_out]: column j is the gradient of output element j, one backward each."""
-    leaves = tuple(inputs[name].detach().clone(memory_format=torch.contiguous_format).requires_grad_()
-                   for name in names)
+    leaves = tuple(
+        inputs[name].detach().clone(memory_format=torch.contiguous_format).requires_grad_() for name in names
+    )
     output = function(*leaves)
     if not isinstance(output, torch.Tensor):
         raise TypeError(f"gradcheck: the op returned a {type(output).__name__}, not a tensor")
@@ -100,8 +108,12 @@ def jacobian_probe(function: Callable, inputs: dict, names: tuple[str, ...]) -> 
         seed = torch.zeros(n_out, dtype=output.dtype, device=output.device)
         seed[j] = 1
         grads = torch.autograd.grad(output, leaves, seed.view_as(output), retain_graph=True, allow_unused=True)
-        backward[:, j] = torch.cat([(g if g is not None else torch.zeros_like(leaf)).detach().reshape(-1).cpu()
-                                    for g, leaf in zip(grads, leaves)]).double()
+        backward[:, j] = torch.cat(
+            [
+                (g if g is not None else torch.zeros_like(leaf)).detach().reshape(-1).cpu()
+                for g, leaf in zip(grads, leaves)
+            ]
+        ).double()
     nudged = torch.zeros(2, n_in, n_out, dtype=torch.float64)
     row = 0
     for leaf in leaves:
@@ -126,6 +138,7 @@ def _gradcheck_expected(names: tuple[str, ...], output_like: str) -> Callable:
         if tuple(nudged.shape) != shape:  # the judge reports the shape; nothing to difference
             return torch.zeros(shape, dtype=torch.float64), torch.zeros(shape[1:], dtype=torch.float64)
         return nudged, (nudged[0].double() - nudged[1].double()) / (2 * GRADCHECK_STEP)
+
     return expected
 
 
@@ -134,7 +147,12 @@ def gradcheck_op(call: Callable, names: tuple[str, ...], output_like: str = "x")
     jacobian_probe of the op at the inputs `names` (float64), whose one output has the shape of
     input `output_like`. The backward's Jacobian must match the forward's finite differences
     within gradcheck's tolerance, as gradcheck requires, so the op is judged against itself."""
-    return Op(call, _gradcheck_expected(names, output_like), GRADCHECK_OUTPUTS,
-              lambda inputs: (torch.float64, torch.float64),
-              lambda inputs: dict(zip(GRADCHECK_OUTPUTS, (EXACT, GRADCHECK_TOLERANCE))), against_itself=True,
-              host_outputs=GRADCHECK_OUTPUTS)
+    return Op(
+        call,
+        _gradcheck_expected(names, output_like),
+        GRADCHECK_OUTPUTS,
+        lambda inputs: (torch.float64, torch.float64),
+        lambda inputs: dict(zip(GRADCHECK_OUTPUTS, (EXACT, GRADCHECK_TOLERANCE))),
+        against_itself=True,
+        host_outputs=GRADCHECK_OUTPUTS,
+    )

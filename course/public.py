@@ -1,4 +1,5 @@
 """Runs a unit's public cases in this process and prints what passed and why not."""
+
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,6 @@ import torch
 from course.cases import make_input_sets, needed
 from course.harness import execute
 from course.judge import Verdict, judge, needs_not_met
-
 
 _TODO_LINE = re.compile(r"TODO\((day\d+)\): ([^:\n]+):")  # day, "file, function"
 
@@ -74,7 +74,7 @@ def run_case(spec, ext, case, seed: int) -> Verdict:
     input_sets = make_input_sets(spec, case, seed)
     try:
         result = execute(spec, ext, case, input_sets)
-    except Exception as error:  # noqa: BLE001 - the op failing is a verdict, not a crash
+    except Exception as error:
         return _failure(error)
     # The student's own machine: torch's op was timed right here, just before theirs.
     baseline = {"timing": result["torch_timing"]} if case.kind == "perf" and "timing" in result else None

@@ -12,6 +12,7 @@ whose process loads the build and calls the op on every small CUDA values case o
 so a write one element past a tensor's end is past the allocation, where memcheck sees it (a
 cached block would hide it inside the block's slack).
 """
+
 from __future__ import annotations
 
 import os
@@ -49,9 +50,9 @@ def find_sanitizer() -> str | None:
 
 _HINTS = {
     "memcheck": "compute-sanitizer --tool memcheck saw an access outside an allocation: read the kernel, "
-                "thread, block and line it names, and check that loop's bounds (day04, 7.3)",
+    "thread, block and line it names, and check that loop's bounds (day04, 7.3)",
     "racecheck": "compute-sanitizer --tool racecheck saw threads reading shared memory that others write "
-                 "with no __syncthreads() between: read the two lines it names (day04, 7.4)",
+    "with no __syncthreads() between: read the two lines it names (day04, 7.4)",
 }
 
 
@@ -62,8 +63,19 @@ def sanitizer_cases(tools=("memcheck", "racecheck"), points: float = 1.0, skip: 
     under a tool, that run no kernel the other cases do not)."""
     from course.cases import Case
 
-    return [Case(f"cuda_{tool}", "cuda_sanitizer", "cuda", points, dict(tool=tool, skip=tuple(skip)),
-                 kind=SANITIZER, hint=_HINTS.get(tool, ""), timeout=600.0) for tool in tools]
+    return [
+        Case(
+            f"cuda_{tool}",
+            "cuda_sanitizer",
+            "cuda",
+            points,
+            dict(tool=tool, skip=tuple(skip)),
+            kind=SANITIZER,
+            hint=_HINTS.get(tool, ""),
+            timeout=600.0,
+        )
+        for tool in tools
+    ]
 
 
 def report_lines(output: str, limit: int = 24) -> str:
@@ -76,12 +88,20 @@ def small_cuda_cases(spec) -> list:
     those that profile the op: the profiler and the sanitizer both instrument every kernel."""
     from course.cases import OWN_KERNEL
 
-    return [case for case in spec.CASES if case.kind == "values" and case.device.startswith("cuda")
-            and case.elements is not None and case.elements <= MAX_ELEMENTS and OWN_KERNEL not in case.checks]
+    return [
+        case
+        for case in spec.CASES
+        if case.kind == "values"
+        and case.device.startswith("cuda")
+        and case.elements is not None
+        and case.elements <= MAX_ELEMENTS
+        and OWN_KERNEL not in case.checks
+    ]
 
 
-def run_sanitizer(tool: str, plan, source_dir: str, build_dir: str, suites_root: str, *, hidden: bool = True,
-                  timeout: float = 600) -> SanitizerReport:
+def run_sanitizer(
+    tool: str, plan, source_dir: str, build_dir: str, suites_root: str, *, hidden: bool = True, timeout: float = 600
+) -> SanitizerReport:
     """Build `plan` (a jit unit) from source_dir and run its suite's small CUDA cases under
     `tool`: the hidden suite of the units under suites_root, or with hidden False the public one."""
     from course.build import build
@@ -95,9 +115,23 @@ def run_sanitizer(tool: str, plan, source_dir: str, build_dir: str, suites_root:
         raise ValueError(f"{plan.name}: only units built with the JIT builder are sanitized, not {plan.build!r}")
     built = build(plan, source_dir, build_dir)
     env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-    command = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "20",
-               sys.executable, "-m", "course.sanitize", plan.to_json(), source_dir, built.library,
-               suites_root, "hidden" if hidden else "public"]
+    command = [
+        sanitizer,
+        "--tool",
+        tool,
+        "--error-exitcode",
+        str(ERROR_EXIT),
+        "--print-limit",
+        "20",
+        sys.executable,
+        "-m",
+        "course.sanitize",
+        plan.to_json(),
+        source_dir,
+        built.library,
+        suites_root,
+        "hidden" if hidden else "public",
+    ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     output = run.stdout + run.stderr
     counts = [int(count) for _, count in _SUMMARY.findall(output)]
@@ -126,7 +160,7 @@ def main(argv: list[str]) -> int:
             execute(spec, module, case, make_input_sets(spec, case, seed=0))
             ran += 1
             print(f"ran {case.name}")
-        except Exception as error:  # noqa: BLE001 - a wrong answer is not the sanitizer's business
+        except Exception as error:
             print(f"{case.name}: {type(error).__name__}: {str(error)[:200]}")
     return 0 if ran else 1  # nothing ran: a clean report would mean nothing
 

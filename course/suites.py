@@ -9,6 +9,7 @@ The folder holding the units is imported as one package, so a suite reaches piec
 several units share with a relative import (`from ..common.layernorm_tests import ...`),
 here from solutions/, in a notebook from the installed runtime (`public_root`).
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,5 +1,6 @@
 """A file written whole or not at all: what reads it (the runner, a resumed batch, sbatch, an
 upload) never finds it cut short by a crash or a full disk."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,6 @@
 """A virtual environment that holds only what a test installs into it, and the environment
 to run it in: none of the developer's interpreter, editable install or PYTHONPATH."""
+
 import os
 import subprocess
 import sys
@@ -31,5 +32,6 @@ def env(venv: str | None = None, **extra: str) -> dict:
 def where_installed(python: str, package: str, cwd: str, environment: dict) -> str:
     """The folder `package` is imported from by `python`, run in `cwd`."""
     script = f"import os, {package}; print(os.path.dirname({package}.__file__))"
-    return subprocess.run([python, "-c", script], cwd=cwd, env=environment, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", script], cwd=cwd, env=environment, capture_output=True, text=True, check=True
+    ).stdout.strip()

@@ -10,8 +10,9 @@ import pytest
 if os.environ.get("WORKER_GPUS") and os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
     _gpus = [gpu.strip() for gpu in os.environ["WORKER_GPUS"].split(",") if gpu.strip()]
     if not _gpus:
-        raise ValueError(f"WORKER_GPUS={os.environ['WORKER_GPUS']!r}: expected GPU indices separated by commas, "
-                         "such as 0,1")
+        raise ValueError(
+            f"WORKER_GPUS={os.environ['WORKER_GPUS']!r}: expected GPU indices separated by commas, such as 0,1"
+        )
     os.environ["CUDA_VISIBLE_DEVICES"] = _gpus[int(os.environ["PYTEST_XDIST_WORKER"][2:]) % len(_gpus)]
 
 # Each xdist worker (and the children its gradings start) gets its share of the cores, as
@@ -82,9 +83,21 @@ def pytest_unconfigure(config):
 # The edit-test loop (`scripts/test.sh -m fast`, under 3 minutes on 2 cores): the modules whose
 # tests build and grade nothing, less any test of theirs that does (autograder, notebook, slow).
 FAST_MODULES = {
-    "test_answer_keys", "test_bench_unit", "test_class_cli", "test_class_inputs", "test_environment_file",
-    "test_generated", "test_grade_stages", "test_gradebook_records", "test_hints", "test_import_graph",
-    "test_pacing", "test_regions", "test_release", "test_runtime_package", "test_student_path",
+    "test_answer_keys",
+    "test_bench_unit",
+    "test_class_cli",
+    "test_class_inputs",
+    "test_environment_file",
+    "test_generated",
+    "test_grade_stages",
+    "test_gradebook_records",
+    "test_hints",
+    "test_import_graph",
+    "test_pacing",
+    "test_regions",
+    "test_release",
+    "test_runtime_package",
+    "test_student_path",
     "test_written_answers",
 }
 
@@ -93,7 +106,9 @@ FAST_MODULES = {
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     # `slow` tests run only where a -m expression names them (-m slow).
-    skip_slow = None if "slow" in (config.getoption("markexpr") or "") else pytest.mark.skip(reason="slow: -m slow runs it")
+    skip_slow = (
+        None if "slow" in (config.getoption("markexpr") or "") else pytest.mark.skip(reason="slow: -m slow runs it")
+    )
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip)

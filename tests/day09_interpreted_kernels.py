@@ -6,6 +6,7 @@ compare them with float64 PyTorch: the kernels' math, masks and rounding, where 
 The interpreter has no libdevice, so rint is numpy's (also half to even), and it converts to
 bfloat16 by truncation, so only float32 and float16 are checked. Exits non-zero on a mismatch.
 """
+
 import sys
 import types
 
@@ -18,7 +19,7 @@ from triton.runtime import interpreter
 from course.spec import units
 
 sys.path.insert(0, sys.argv[1])
-import rmsnorm_triton as kernels  # noqa: E402
+import rmsnorm_triton as kernels
 
 SUITE = units.load("day09_rmsnorm_int8").tests(hidden=False)  # its float64 quantization and tie rows
 
@@ -44,21 +45,35 @@ def check_quant(x, weight, eps, residual=None, label="", chunk=None):
     q, scale = torch.empty(rows, cols, dtype=torch.int8), torch.empty(rows)
     updated = residual.clone() if residual is not None else None
     if chunk is None:
-        kernels.rms_norm_quant_kernel[(rows,)](x, updated, weight, q, scale, cols, eps,
-                                               HAS_RESIDUAL=residual is not None, BLOCK=triton.next_power_of_2(cols))
+        kernels.rms_norm_quant_kernel[(rows,)](
+            x,
+            updated,
+            weight,
+            q,
+            scale,
+            cols,
+            eps,
+            HAS_RESIDUAL=residual is not None,
+            BLOCK=triton.next_power_of_2(cols),
+        )
     else:
-        kernels.rms_norm_quant_long_kernel[(rows,)](x, updated, weight, q, scale, cols, eps,
-                                                    HAS_RESIDUAL=residual is not None, CHUNK=chunk)
+        kernels.rms_norm_quant_long_kernel[(rows,)](
+            x, updated, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, CHUNK=chunk
+        )
         label += f" (long-row kernel, chunks of {chunk})"
     r = x if residual is None else (x.double() + residual.double()).to(x.dtype)
     r64 = r.double()
     q64, scale64 = SUITE.quantize64(r64 * (r64.square().mean(-1, keepdim=True) + eps).rsqrt() * weight.double())
     off = (q.double() - q64).abs()
     scale_error = ((scale.double() - scale64).abs() / scale64.clamp_min(1e-300)).max().item()
-    expect(off.max().item() <= 1 and (off == 0).double().mean().item() >= SUITE.EXACT_SHARE and scale_error <= 1e-5
-           and (residual is None or torch.equal(updated, r)),
-           f"quant {label}: q off by up to {off.max().item():.0f} on {(off > 0).double().mean().item():.2%}, "
-           f"scale within {scale_error:.1e}")
+    expect(
+        off.max().item() <= 1
+        and (off == 0).double().mean().item() >= SUITE.EXACT_SHARE
+        and scale_error <= 1e-5
+        and (residual is None or torch.equal(updated, r)),
+        f"quant {label}: q off by up to {off.max().item():.0f} on {(off > 0).double().mean().item():.2%}, "
+        f"scale within {scale_error:.1e}",
+    )
 
 
 def check_norm(x, weight, dy, label):
@@ -72,8 +87,9 @@ def check_norm(x, weight, dy, label):
     dx64, dw64 = torch.autograd.grad(y64, (x64, w64), dy.double())
     programs = 3
     dx, partials = torch.empty_like(x), torch.empty(programs, cols)
-    kernels.rms_norm_backward_kernel[(programs,)](dy, x, weight, rstd, dx, partials, rows, cols,
-                                                  triton.cdiv(rows, programs), HAS_WEIGHT=True, BLOCK=block)
+    kernels.rms_norm_backward_kernel[(programs,)](
+        dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=True, BLOCK=block
+    )
     # Normwise: dx subtracts terms larger than itself, so its error scales with the largest.
     for name, got, want in (("y", y, y64.detach()), ("dx", dx, dx64), ("dw", partials.sum(0), dw64)):
         error = ((got.double() - want).abs().max() / want.abs().max()).item()
@@ -89,8 +105,9 @@ for dtype in (torch.float32, torch.float16):
         check_quant(x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual")
         for chunk in (64, 1024):
             check_quant(x, weight, EPS, label=f"{short} {rows}x{cols}", chunk=chunk)
-            check_quant(x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual",
-                        chunk=chunk)
+            check_quant(
+                x, weight, EPS, torch.randn(rows, cols).to(dtype), label=f"{short} {rows}x{cols} residual", chunk=chunk
+            )
     zeros = torch.randn(4, 300).to(dtype)
     zeros[1] = 0
     check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros")

@@ -1,5 +1,6 @@
 """Building a unit's rendered sources once per test session, loading its suites, and compiling
 Triton kernels for a GPU that is not here."""
+
 import json
 import os
 import re
@@ -53,8 +54,11 @@ def cpu_path_has_todo(unit) -> bool:
     """Whether the unit's template leaves a C++ TODO on its CPU path: a COURSE_TODO or
     COURSE_TODO_CPU line in a .cpp file (one in a .cu or .cuh file blocks only the CUDA path).
     Python TODOs block only the cases that call the function they stand in."""
-    return any(re.search(r"^COURSE_TODO(_CPU)?\(", unit.template(file), re.MULTILINE)
-               for file in unit.files if file.endswith(".cpp"))
+    return any(
+        re.search(r"^COURSE_TODO(_CPU)?\(", unit.template(file), re.MULTILINE)
+        for file in unit.files
+        if file.endswith(".cpp")
+    )
 
 
 def sample_class_problems(unit, out: str, entry: str, names: list[str], lost: set[str]) -> list[str]:

@@ -1,5 +1,6 @@
 """A one-node Slurm cluster in a folder (munged, slurmctld and slurmd from Debian's
 slurm-wlm), for tests; installed with apt where it is missing and that is allowed."""
+
 import os
 import shutil
 import socket
@@ -86,8 +87,18 @@ class Cluster:
         with open(key, "wb") as handle:
             handle.write(os.urandom(1024))
         os.chmod(key, 0o400)
-        subprocess.run(["/usr/sbin/munged", "--force", f"--key-file={key}", f"--socket={munge}/socket",
-                        f"--pid-file={munge}/pid", f"--log-file={munge}/log", f"--seed-file={munge}/seed"], check=True)
+        subprocess.run(
+            [
+                "/usr/sbin/munged",
+                "--force",
+                f"--key-file={key}",
+                f"--socket={munge}/socket",
+                f"--pid-file={munge}/pid",
+                f"--log-file={munge}/log",
+                f"--seed-file={munge}/seed",
+            ],
+            check=True,
+        )
         with open(self.conf, "w") as handle:
             handle.write(_conf(self.folder, self.host))
         with open(os.path.join(self.folder, "gres.conf"), "w") as handle:  # read beside slurm.conf

@@ -1,4 +1,5 @@
 """An instructor's answer key answers every question its unit's lesson asks, and no other."""
+
 import os
 import re
 

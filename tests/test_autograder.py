@@ -1,17 +1,18 @@
 """The autograder: full marks for the reference, only the build for the template, every
 mutant loses exactly its tests, and a valid report whatever the submission does."""
+
 import json
 import os
 import zipfile
 
 import nbformat
 import pytest
+from conftest import GPUS, absent
+from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
 
 from autograder import report
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
-from conftest import GPUS, absent
-from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
 from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
 from course.spec import mutants, units
@@ -22,8 +23,9 @@ UNITS = [u for u in units.all_units() if u.has_tests()]
 
 def _grade(unit, source_dir, tmp_path, seed=7, own_tests=False, tests=()):
     """own_tests: a package's own tests/ too (the reference's must pass; a mutant's say nothing)."""
-    result = grade(str(source_dir), unit, GradeOptions(seed=seed, work=str(tmp_path / "work"), own_tests=own_tests,
-                                                        tests=tests))
+    result = grade(
+        str(source_dir), unit, GradeOptions(seed=seed, work=str(tmp_path / "work"), own_tests=own_tests, tests=tests)
+    )
     path = report.write(result, str(tmp_path / "out"))
     with open(path) as handle:
         data = json.load(handle)  # valid JSON, whatever the submission did
@@ -36,8 +38,9 @@ def _failed(result):
 
 
 # A unit graded by its timings (perf cases) is graded alone: `timed`.
-@pytest.mark.parametrize("unit", [pytest.param(u, id=u.name, marks=timed_marks(u.tests(hidden=True).CASES))
-                                  for u in UNITS])
+@pytest.mark.parametrize(
+    "unit", [pytest.param(u, id=u.name, marks=timed_marks(u.tests(hidden=True).CASES)) for u in UNITS]
+)
 def test_reference_gets_full_marks(unit, tmp_path):
     unit.write("solution", str(tmp_path / "submission"))
     result, data = _grade(unit, tmp_path / "submission", tmp_path, own_tests=True)
@@ -70,10 +73,17 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
         assert passed == {"build"}, report.table(result)
     else:  # and the argument checks, where the template gives them whole (Triton units' wrappers)
         refused = {case.name for case in unit.tests().CASES if case.kind == "error"}
-        assert "build" in passed and all(t.tags[1] == "cpu" or t.name in refused for t in result.tests
-                                         if t.name in passed - {"build"}), report.table(result)
-    values = [t for t in result.tests if not t.passed and not t.not_run and "error" not in t.name
-              and not t.output.startswith(("not timed", "not tested"))]  # their needed cases failed
+        assert "build" in passed and all(
+            t.tags[1] == "cpu" or t.name in refused for t in result.tests if t.name in passed - {"build"}
+        ), report.table(result)
+    values = [
+        t
+        for t in result.tests
+        if not t.passed
+        and not t.not_run
+        and "error" not in t.name
+        and not t.output.startswith(("not timed", "not tested"))
+    ]  # their needed cases failed
     assert values and all(f"TODO({unit.day})" in t.output for t in values), report.table(result)
 
 
@@ -175,8 +185,12 @@ def test_an_op_that_computes_otherwise_when_unprofiled_earns_no_perf_points(tmp_
     hostile = os.path.join(os.path.dirname(report.__file__), "hostile", "notices_the_profiler.py")
     with open(hostile) as handle:
         entry.write_text(entry.read_text() + "\n" + handle.read())
-    result, _ = _grade(unit, tmp_path / "submission", tmp_path,
-                       tests=("cuda_warp_per_row_*", "cuda_vectorized_*", "cuda_perf_fp32_d1024"))
+    result, _ = _grade(
+        unit,
+        tmp_path / "submission",
+        tmp_path,
+        tests=("cuda_warp_per_row_*", "cuda_vectorized_*", "cuda_perf_fp32_d1024"),
+    )
     assert _failed(result) == {"cuda_perf_fp32_d1024"}, report.table(result)
     perf = next(t for t in result.tests if t.name == "cuda_perf_fp32_d1024")
     assert perf.score == 0 and "ran faster than the kernels it runs when profiled" in perf.output, perf.output

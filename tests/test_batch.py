@@ -6,6 +6,7 @@ loads student code only once it holds the lock. Then, with gradings faked, a mes
 (a name that is not UTF-8, two hand-ins of one student, a roster, --only, a removed hand-in),
 no GPU without --cpu-only, the progress line, signals passed on to every grading's processes,
 and a submission another live grading holds."""
+
 import csv
 import fcntl
 import glob
@@ -79,8 +80,19 @@ def _gradebook(out):
 
 def test_a_class_graded_resumed_and_split_over_two_gpus(tmp_path, capsys):
     export, out = _export(tmp_path), tmp_path / "out"
-    args = ["grade-all", str(export), "--unit", UNIT.name, "--out", str(out), "--gpus", "0,1", "--jobs", "2",
-            "--anonymise"]
+    args = [
+        "grade-all",
+        str(export),
+        "--unit",
+        UNIT.name,
+        "--out",
+        str(out),
+        "--gpus",
+        "0,1",
+        "--jobs",
+        "2",
+        "--anonymise",
+    ]
     assert main(args) == 0
     rows = _gradebook(out)
     assert [r["Email"] for r in rows] == [e for people in STUDENTS.values() for _, e, _ in people]
@@ -93,7 +105,8 @@ def test_a_class_graded_resumed_and_split_over_two_gpus(tmp_path, capsys):
     assert score["submission_1"] == score["submission_2"] == score["submission_3"] == reference["score"] > 1
     lost = MUTANT.expected_losses(ran)
     assert lost and score["submission_4"] == pytest.approx(
-        reference["score"] - sum(t["max_score"] for t in reference["tests"] if t["name"] in lost))
+        reference["score"] - sum(t["max_score"] for t in reference["tests"] if t["name"] in lost)
+    )
     assert score["submission_5"] == 0
 
     states = [json.loads(p.read_text()) for p in sorted(out.glob(f"results/*/{gradebook.STATE}"))]
@@ -127,12 +140,15 @@ def test_a_folder_of_hand_ins_is_read_by_name(tmp_path):
         collect.collect(str(tmp_path / "absent"), UNIT)
 
 
-@pytest.mark.parametrize("cgroup, limit_file, text, gb", [
-    ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "17179869184\n", 16.0),
-    ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "max\n", None),
-    ("4:memory:/slurm/uid_0/job_7\n3:cpu:/\n", "memory/slurm/uid_0/job_7/memory.limit_in_bytes", "8589934592", 8.0),
-    ("4:memory:/\n", "memory/memory.limit_in_bytes", "9223372036854771712", None),
-])
+@pytest.mark.parametrize(
+    "cgroup, limit_file, text, gb",
+    [
+        ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "17179869184\n", 16.0),
+        ("0::/slurm/job_7/step_0\n", "slurm/job_7/step_0/memory.max", "max\n", None),
+        ("4:memory:/slurm/uid_0/job_7\n3:cpu:/\n", "memory/slurm/uid_0/job_7/memory.limit_in_bytes", "8589934592", 8.0),
+        ("4:memory:/\n", "memory/memory.limit_in_bytes", "9223372036854771712", None),
+    ],
+)
 def test_a_cgroups_memory_limit_bounds_the_batch(tmp_path, cgroup, limit_file, text, gb):
     """A Slurm task's --mem is a cgroup limit, lower than what the node has free: compilers are
     sized to it (cgroup v2 and v1; no limit where it says max or a v1 'unlimited')."""
@@ -145,11 +161,19 @@ def test_a_cgroups_memory_limit_bounds_the_batch(tmp_path, cgroup, limit_file, t
 def test_a_grading_counts_only_the_cores_it_may_run_on():
     """Under taskset (or a Slurm task's cpuset) a lone grading's compilers and CPU-time limits
     follow the cores it was given, not the machine's."""
-    script = ("import os; os.environ.pop('MAX_JOBS', None); from autograder.machine import child_env; "
-              "from autograder.sandbox import CPUS; print(CPUS, child_env(None)['MAX_JOBS'])")
+    script = (
+        "import os; os.environ.pop('MAX_JOBS', None); from autograder.machine import child_env; "
+        "from autograder.sandbox import CPUS; print(CPUS, child_env(None)['MAX_JOBS'])"
+    )
     env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
-    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", script], env=env, cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", script],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out == ["1", "1"]
 
 
@@ -157,9 +181,11 @@ def test_a_grading_past_its_time_is_told_to_stop_before_it_is_killed(tmp_path, m
     """SIGTERM first: the grading ends its sandbox's processes, which its group does not hold."""
     monkeypatch.setattr(batch, "STOP_GRACE_S", 20)
     stopped = tmp_path / "stopped"
-    code = (f"import signal, sys, time\n"
-            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(143)))\n"
-            f"time.sleep(100)\n")
+    code = (
+        f"import signal, sys, time\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(143)))\n"
+        f"time.sleep(100)\n"
+    )
     start = time.time()
     why = batch._run_grading([sys.executable, "-c", code], dict(os.environ), str(tmp_path / "grade.log"), 5)
     assert why == "the grading process ran past 5 s and was killed" and stopped.exists()
@@ -236,10 +262,15 @@ def test_perf_steps_start_once_every_first_step_ended_and_hold_their_gpus_lock(t
         out = command[command.index("--out") + 1]
         os.makedirs(out, exist_ok=True)
         names = [t for t in tests if t in perf] if lock else tests
-        report = {"score": float(len(names)), "tests": [
-            {"name": n, "score": 1.0, "max_score": 1.0, "status": "passed", "output": ""} for n in names],
-            "extra_data": {"unit": unit.name, "perf": {n: {"ratio": 1.0} for n in names if n in perf},
-                           "timings": {"build_s": 0.0 if lock else 20.0, "runs_s": 5.0 if lock else 10.0}}}
+        report = {
+            "score": float(len(names)),
+            "tests": [{"name": n, "score": 1.0, "max_score": 1.0, "status": "passed", "output": ""} for n in names],
+            "extra_data": {
+                "unit": unit.name,
+                "perf": {n: {"ratio": 1.0} for n in names if n in perf},
+                "timings": {"build_s": 0.0 if lock else 20.0, "runs_s": 5.0 if lock else 10.0},
+            },
+        }
         with open(os.path.join(out, "results.json"), "w") as handle:
             json.dump(report, handle)
 
@@ -335,8 +366,10 @@ def test_a_grader_failure_on_one_submission_leaves_the_rest_graded(tmp_path, mon
     state = tmp_path / "out" / "results" / "bob"
     state.mkdir(parents=True)
     (state / gradebook.STATE).write_text("{not json")
-    submissions = [collect.Submission("alice", str(tmp_path / "gone.zip"), ()),
-                   collect.Submission("bob", str(tmp_path / "bob.ipynb"), ())]
+    submissions = [
+        collect.Submission("alice", str(tmp_path / "gone.zip"), ()),
+        collect.Submission("bob", str(tmp_path / "bob.ipynb"), ()),
+    ]
     (tmp_path / "bob.ipynb").write_text("{}")
     progress = batch.grade_all(submissions, options, [], jobs=1, cpus=2)
     assert (progress.graded, progress.failed) == (1, 1) and graded == ["bob"]
@@ -367,11 +400,17 @@ def test_a_named_pipe_among_the_hand_ins_fails_its_grading_without_waiting(tmp_p
     os.mkfifo(tmp_path / "pipe.zip")
     (tmp_path / "folder").mkdir()
     os.mkfifo(tmp_path / "folder" / "relu_bias.cu")
-    submissions = [collect.Submission("pipe", str(tmp_path / "pipe.zip"), ()),
-                   collect.Submission("folder", str(tmp_path / "folder"), ())]
+    submissions = [
+        collect.Submission("pipe", str(tmp_path / "pipe.zip"), ()),
+        collect.Submission("folder", str(tmp_path / "folder"), ()),
+    ]
     done = []
-    worker = threading.Thread(target=lambda: done.append(
-        batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out")), [], jobs=1, cpus=2)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: done.append(
+            batch.grade_all(submissions, batch.Options(UNIT, str(tmp_path / "out")), [], jobs=1, cpus=2)
+        ),
+        daemon=True,
+    )
     worker.start()
     worker.join(60)
     assert done, "the batch waited on a named pipe"
@@ -421,19 +460,27 @@ def test_a_child_loads_its_module_only_once_the_runner_holds_the_gpus_lock(tmp_p
     timing = lock.acquire(True, lambda: False)  # another grading times on the GPU
     env = child_env(None)
     sandbox = Sandbox.open("none", str(tmp_path), env=env)
-    load = {"solutions": UNIT.solutions, "unit": UNIT.name, "plan": UNIT.plan().to_json(), "built": None,
-            "source_dir": str(tmp_path)}
+    load = {
+        "solutions": UNIT.solutions,
+        "unit": UNIT.name,
+        "plan": UNIT.plan().to_json(),
+        "built": None,
+        "source_dir": str(tmp_path),
+    }
     runner = _CpuAsGpu(load, sandbox, str(tmp_path), env, Deadline(300), prefix="run_", gpu_lock=lock)
     index, case = next((i, c) for i, c in enumerate(UNIT.tests().CASES) if c.device == "cpu" and c.kind == "values")
     outcomes = {}
-    thread = threading.Thread(target=lambda: outcomes.update(
-        runner.run("cpu", "cpu", [(index, case)], {index: make_input_sets(UNIT.tests(), case, 1)})))
+    thread = threading.Thread(
+        target=lambda: outcomes.update(
+            runner.run("cpu", "cpu", [(index, case)], {index: make_input_sets(UNIT.tests(), case, 1)})
+        )
+    )
     try:
         thread.start()
         deadline = time.monotonic() + 120
         while not glob.glob(str(tmp_path / "run_cpu.*" / "warm")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        folder, = glob.glob(str(tmp_path / "run_cpu.*"))
+        (folder,) = glob.glob(str(tmp_path / "run_cpu.*"))
         time.sleep(1.0)
         assert os.listdir(folder) and not any(name in os.listdir(folder) for name in ("go", "ready"))
         assert thread.is_alive()  # the child waits, warm, with no module loaded
@@ -486,10 +533,24 @@ def _fake_cpu_gradings(monkeypatch) -> list[str]:
         assert env["CUDA_VISIBLE_DEVICES"] == "" and pass_fds  # no GPU; its claim held while it runs
         out = command[command.index("--out") + 1]
         graded.append(os.path.basename(out))
-        tests = [{"name": "cpu_values", "score": 1.0, "max_score": 1.0, "status": "passed", "output": "",
-                  "tags": ["values", "cpu"]},
-                 {"name": "cuda_values", "score": 0.0, "max_score": 1.0, "status": "failed",
-                  "output": "not run: no GPU on the grading machine", "tags": ["values", "cuda"]}]
+        tests = [
+            {
+                "name": "cpu_values",
+                "score": 1.0,
+                "max_score": 1.0,
+                "status": "passed",
+                "output": "",
+                "tags": ["values", "cpu"],
+            },
+            {
+                "name": "cuda_values",
+                "score": 0.0,
+                "max_score": 1.0,
+                "status": "failed",
+                "output": "not run: no GPU on the grading machine",
+                "tags": ["values", "cuda"],
+            },
+        ]
         with open(os.path.join(out, "results.json"), "w") as handle:
             json.dump({"score": 1.0, "tests": tests, "extra_data": {"unit": UNIT.name}}, handle)
 
@@ -510,13 +571,27 @@ def test_a_messy_class_folder_is_graded_end_to_end(tmp_path, monkeypatch, capsys
         os.utime(hand_ins / name, (mtime, mtime))
     (tmp_path / "roster.csv").write_text("id,email\nalice,alice@example.edu\nzoe,zoe@example.edu\n")
     out = tmp_path / "out"
-    args = ["grade-all", str(hand_ins), "--unit", UNIT.name, "--out", str(out), "--gpus", "none", "--cpu-only",
-            "--roster", str(tmp_path / "roster.csv")]
+    args = [
+        "grade-all",
+        str(hand_ins),
+        "--unit",
+        UNIT.name,
+        "--out",
+        str(out),
+        "--gpus",
+        "none",
+        "--cpu-only",
+        "--roster",
+        str(tmp_path / "roster.csv"),
+    ]
     assert main(args) == 0
     assert sorted(graded) == ["alice", "j_rg"]
     rows = [(r["Name"], r["Email"], r["Total Score"], r["Status"], r["Submission"]) for r in _gradebook(out)]
-    assert rows == [("alice", "alice@example.edu", "1", gradebook.NO_GPU, "alice"),
-                    ("j\ufffdrg", "", "1", gradebook.NO_GPU, "j_rg"), ("zoe", "zoe@example.edu", "", gradebook.MISSING, "")]
+    assert rows == [
+        ("alice", "alice@example.edu", "1", gradebook.NO_GPU, "alice"),
+        ("j\ufffdrg", "", "1", gradebook.NO_GPU, "j_rg"),
+        ("zoe", "zoe@example.edu", "", gradebook.MISSING, ""),
+    ]
     failures = (out / "failures.md").read_text()
     assert "- `alice`: 2 hand-ins of alice: graded alice.ipynb" in failures and "zoe@example.edu" in failures
     err = capsys.readouterr().err
@@ -562,9 +637,11 @@ def test_the_progress_line_names_the_gradings_in_flight():
     assert "ETA" in progress.line()
 
 
-_TOLD_TO_STOP = ("import os, signal, sys, time\n"
-                 "out, name = sys.argv[1], sys.argv[2]\n"
-                 "signal.signal(signal.SIGTERM, lambda *_: (open(os.path.join(out, name), 'w').close(), sys.exit(143)))\n")
+_TOLD_TO_STOP = (
+    "import os, signal, sys, time\n"
+    "out, name = sys.argv[1], sys.argv[2]\n"
+    "signal.signal(signal.SIGTERM, lambda *_: (open(os.path.join(out, name), 'w').close(), sys.exit(143)))\n"
+)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -572,13 +649,16 @@ def test_a_signal_reaches_every_grading_process_and_leaves_them_to_grade_again(t
     """Told to stop, the batch passes SIGTERM to the grading in flight and the processes it
     started (a session of their own, out of a terminal's reach), starts no other grading,
     records the one it stopped as failed, and puts its handlers back."""
-    code = (f"import subprocess\n{_TOLD_TO_STOP}"
-            f"subprocess.Popen([sys.executable, '-c', {_TOLD_TO_STOP + 'time.sleep(100)'!r}, out, 'child_told'])\n"
-            "time.sleep(1)\n"
-            "open(os.path.join(out, 'started'), 'w').close()\n"
-            "time.sleep(100)\n")
-    monkeypatch.setattr(batch, "_grade_command", lambda submission, options, out, seed, tests: [
-        sys.executable, "-c", code, out, "told"])
+    code = (
+        f"import subprocess\n{_TOLD_TO_STOP}"
+        f"subprocess.Popen([sys.executable, '-c', {_TOLD_TO_STOP + 'time.sleep(100)'!r}, out, 'child_told'])\n"
+        "time.sleep(1)\n"
+        "open(os.path.join(out, 'started'), 'w').close()\n"
+        "time.sleep(100)\n"
+    )
+    monkeypatch.setattr(
+        batch, "_grade_command", lambda submission, options, out, seed, tests: [sys.executable, "-c", code, out, "told"]
+    )
     names = ["ann", "ben"]
     for name in names:
         (tmp_path / f"{name}.ipynb").write_text("{}")
@@ -598,7 +678,7 @@ def test_a_signal_reaches_every_grading_process_and_leaves_them_to_grade_again(t
     progress = batch.grade_all(submissions, batch.Options(UNIT, str(out), cpu_only=True), [], jobs=1, cpus=2)
     assert progress.stopped == signum and time.monotonic() - start < 60
     assert signal.getsignal(signum) is before
-    stopped, = glob.glob(str(out / "results" / "*" / "told"))  # one started, and it was told
+    (stopped,) = glob.glob(str(out / "results" / "*" / "told"))  # one started, and it was told
     for _ in range(200):  # the process it started was told too, at the same time
         if os.path.exists(Path(stopped).parent / "child_told"):
             break

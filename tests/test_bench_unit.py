@@ -1,6 +1,7 @@
 """bench/unit.py reads a unit's perf cases, baseline and byte counts from its suite. What runs
 without a GPU is checked here: the cases it lists, their bytes, and a row timed and judged on
 the CPU (a toy suite's, as tests/test_perf.py's)."""
+
 import types
 
 import pytest
@@ -8,8 +9,8 @@ import torch
 from test_perf import TOY_SPEC
 
 from bench import unit as unit_bench
-from course.spec import units
 from course.cases import make_input_sets
+from course.spec import units
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,9 @@ def toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("bench_toy")
     folder = root / "solutions" / "bench_toy"
     folder.mkdir(parents=True)
-    (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
+    (folder / "unit.toml").write_text(
+        'title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n'
+    )
     (folder / "public_tests.py").write_text(TOY_SPEC)
     (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
     return units.load("bench_toy", str(root)).tests(hidden=True)
@@ -26,8 +29,12 @@ def toy(tmp_path_factory):
 
 def test_the_perf_cases_and_a_sweep_keep_each_cases_elements(toy):
     cases = unit_bench.perf_cases(toy, (1024,))
-    assert [case.name for case in cases] == ["cpu_perf", "cpu_perf_unchecked", "cpu_perf at 512x1024",
-                                             "cpu_perf_unchecked at 512x1024"]
+    assert [case.name for case in cases] == [
+        "cpu_perf",
+        "cpu_perf_unchecked",
+        "cpu_perf at 512x1024",
+        "cpu_perf_unchecked at 512x1024",
+    ]
     assert all(case.kind == "perf" and case.elements == 256 * 2048 for case in cases)
     for bad in (0, 256 * 2048 + 1):
         with pytest.raises(ValueError, match=f"--sweep {bad}: expected a row length"):
@@ -60,8 +67,9 @@ def test_list_names_every_perf_case_of_a_unit_without_a_gpu(capsys):
     assert all(line.startswith(f"{case.name}: x [") and line.endswith(" MB moved") for line, case in zip(listed, perf))
 
 
-@pytest.mark.parametrize("name, says", [("day99_none", "expected one of day01_relu_bias"),
-                                        ("day02_layernorm_forward", "has no perf cases")])
+@pytest.mark.parametrize(
+    "name, says", [("day99_none", "expected one of day01_relu_bias"), ("day02_layernorm_forward", "has no perf cases")]
+)
 def test_a_unit_without_perf_cases_is_refused_by_name(name, says):
     with pytest.raises(SystemExit, match=says):
         unit_bench.main([name, "--list"])
@@ -71,8 +79,9 @@ def test_a_row_is_timed_against_the_baseline_and_its_outputs_judged(toy):
     case = unit_bench.perf_cases(toy)[0]
     # A right answer looked up, not computed: far faster than the baseline, which sleeps 20 ms,
     # however busy the CPU.
-    answers = {tuple(s["x"][0, :4].tolist()): torch.softmax(s["x"], 1)
-               for s in make_input_sets(toy, case, unit_bench.SEED)}
+    answers = {
+        tuple(s["x"][0, :4].tolist()): torch.softmax(s["x"], 1) for s in make_input_sets(toy, case, unit_bench.SEED)
+    }
     looked_up = types.SimpleNamespace(row_softmax=lambda x: answers[tuple(x[0, :4].tolist())])
     right = unit_bench.timed_row(toy, looked_up, case, None)
     assert not right.wrong and right.nbytes == 2 * 256 * 2048 * 4

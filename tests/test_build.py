@@ -1,4 +1,5 @@
 """The build helper's own contracts, beyond building units (tests/test_units.py)."""
+
 import ctypes
 import os
 import shutil
@@ -9,7 +10,6 @@ import pytest
 
 from autograder import precompiled_header
 from course.build import build_progress, compile_extension, hint_for, libstdcxx_problem
-
 from course.loading import _forget_loaded_module
 
 
@@ -72,8 +72,10 @@ class _finished_process:
 
 def test_a_package_build_shows_one_short_line_per_compile_step():
     """pip install -e echoes ninja's steps (pip indents them; torch's commands say -c twice)."""
-    assert build_progress("  [2/8] /usr/local/cuda/bin/nvcc -O3 -c /pkg/csrc/forward.cu -o f.o") == \
-        "[2/8] compiling forward.cu"
+    assert (
+        build_progress("  [2/8] /usr/local/cuda/bin/nvcc -O3 -c /pkg/csrc/forward.cu -o f.o")
+        == "[2/8] compiling forward.cu"
+    )
     assert build_progress("  [1/8] c++ -MMD -c -c /pkg/csrc/ops.cpp -o /pkg/build/ops.o") == "[1/8] compiling ops.cpp"
     assert build_progress("[8/8] c++ a.o b.o -shared -o _C.so") == "[8/8] linking"
     assert build_progress("  ninja: no work to do.") == "nothing to recompile"
@@ -93,8 +95,13 @@ def _with_precompiled_header(tmp_path):
 
     def includes(source, cpath: str) -> str:
         env = {**os.environ, "CPATH": cpath, "CCACHE_DISABLE": "1"}
-        run = subprocess.run([*compiler, *flags, "-H", "-fsyntax-only", str(source)], env=env, capture_output=True,
-                             text=True, timeout=300)
+        run = subprocess.run(
+            [*compiler, *flags, "-H", "-fsyntax-only", str(source)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         return run.stderr
 
@@ -117,7 +124,9 @@ def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_
     over, and the header itself read."""
     where, includes = _with_precompiled_header(tmp_path)
     source = tmp_path / "uses_aten.cpp"
-    source.write_text("// comments may come first, as in the units' files\n#include <ATen/ATen.h>\nint one() { return 1; }\n")
+    source.write_text(
+        "// comments may come first, as in the units' files\n#include <ATen/ATen.h>\nint one() { return 1; }\n"
+    )
     assert f"! {os.path.join(where, 'ATen', 'ATen.h.gch')}" in includes(source, where)
     day01_like = tmp_path / "uses_extension.cpp"
     day01_like.write_text("#include <torch/extension.h>\nint one() { return 1; }\n")

@@ -3,6 +3,7 @@ submission_metadata.yml is a clear error naming the file, keys that collide or p
 the export, upper-case suffixes, entries that are not hand-ins, names with no ASCII letters or
 that are not UTF-8, submitters without an email, two hand-ins of one student, and a zip holding
 two copies of one source."""
+
 import os
 import zipfile
 
@@ -27,13 +28,17 @@ def _export(root, metadata, folders=("submission_1",)):
     return str(root)
 
 
-@pytest.mark.parametrize("metadata", [
-    "submission_1: [1, 2\n",                      # ParserError
-    "submission_1: a: b\n",                       # ScannerError
-    "submission_1: *nowhere\n",                   # ComposerError
-    "submission_1: !!python/object:os.system {}\n",  # ConstructorError (an unknown tag)
-    b"submission_1:\n  :name: \xff\xfe\n",         # not UTF-8
-], ids=["parser", "scanner", "composer", "constructor", "utf8"])
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "submission_1: [1, 2\n",  # ParserError
+        "submission_1: a: b\n",  # ScannerError
+        "submission_1: *nowhere\n",  # ComposerError
+        "submission_1: !!python/object:os.system {}\n",  # ConstructorError (an unknown tag)
+        b"submission_1:\n  :name: \xff\xfe\n",  # not UTF-8
+    ],
+    ids=["parser", "scanner", "composer", "constructor", "utf8"],
+)
 def test_unreadable_metadata_is_an_error_naming_the_file(tmp_path, metadata):
     with pytest.raises(ValueError, match=collect.METADATA):
         collect.collect(_export(tmp_path, metadata), UNIT)
@@ -45,13 +50,17 @@ def test_metadata_that_is_a_folder_is_an_error_naming_it(tmp_path):
         collect.collect(str(tmp_path), UNIT)
 
 
-@pytest.mark.parametrize("entry", [
-    " hello\n",
-    "\n  :submitters: hello\n",
-    "\n  :submitters:\n  - ada\n",
-    "\n  :submitters:\n  - ~\n",
-    " [{':name': Ada}]\n",
-], ids=["entry-text", "submitters-text", "submitter-text", "submitter-null", "entry-list"])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        " hello\n",
+        "\n  :submitters: hello\n",
+        "\n  :submitters:\n  - ada\n",
+        "\n  :submitters:\n  - ~\n",
+        " [{':name': Ada}]\n",
+    ],
+    ids=["entry-text", "submitters-text", "submitter-text", "submitter-null", "entry-list"],
+)
 def test_a_misshapen_entry_is_an_error_naming_it(tmp_path, entry):
     with pytest.raises(ValueError, match=f"{collect.METADATA}: entry 'submission_1': expected a mapping"):
         collect.collect(_export(tmp_path, "submission_1:" + entry), UNIT)
@@ -136,8 +145,10 @@ def test_a_name_with_no_ascii_letters_keeps_its_id_whoever_else_hands_in(tmp_pat
 
 
 def test_a_name_utf8_cannot_write_is_cleaned_so_the_gradebook_can_be(tmp_path):
-    found = collect.collect(_export(tmp_path, 'submission_1:\n  :submitters:\n  - :name: "Ada \\ud800"\n'
-                                              '    :email: ada@example.edu\n'), UNIT)
+    found = collect.collect(
+        _export(tmp_path, 'submission_1:\n  :submitters:\n  - :name: "Ada \\ud800"\n    :email: ada@example.edu\n'),
+        UNIT,
+    )
     name = found[0].students[0].name
     assert name.startswith("Ada") and name.encode("utf-8")
 
@@ -201,8 +212,11 @@ def test_a_zip_with_two_copies_of_one_source_is_refused_naming_both(tmp_path):
 
 def test_when_each_was_handed_in_is_read(tmp_path):
     """Gradescope's created_at (YAML reads it as a time), else the hand-in's modification time."""
-    export = _export(tmp_path / "export", f"submission_1:\n{ADA}  :created_at: 2031-01-01 12:00:00.000000000 -05:00\n"
-                                          f"submission_2:\n{ADA}", ("submission_1", "submission_2"))
+    export = _export(
+        tmp_path / "export",
+        f"submission_1:\n{ADA}  :created_at: 2031-01-01 12:00:00.000000000 -05:00\nsubmission_2:\n{ADA}",
+        ("submission_1", "submission_2"),
+    )
     found = collect.collect(export, UNIT)
     assert [s.handed_in for s in found] == [1925053200.0, None]
     (tmp_path / "class").mkdir()

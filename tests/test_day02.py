@@ -1,9 +1,10 @@
 """day02 specifics beyond what every unit gets (tests/test_units.py)."""
+
 import pytest
+from helpers import load_spec
 
 from course.cases import make_input_sets
 from course.judge import judge
-from helpers import load_spec
 
 pytestmark = pytest.mark.day02
 SPEC = load_spec("day02_layernorm_forward")

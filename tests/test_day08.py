@@ -1,9 +1,10 @@
 """day08's Triton kernels compiled for a T4 (sm_75), where there is no GPU: Colab's GPU is the
 one students run them on, and the GPU runs of the suite compile them for their own architecture."""
+
 import pytest
+from helpers import triton_compile
 
 from course.spec import units
-from helpers import triton_compile
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
@@ -13,8 +14,10 @@ def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
     t = f"*{dtype}"
     rows = {"x_ptr": t, "y_ptr": t, "cols": "i32", "x_row_stride": "i32", "y_row_stride": "i32", "BLOCK": "constexpr"}
     kernels = {
-        ("vector_add", "add_kernel"): ({"x_ptr": t, "y_ptr": t, "out_ptr": t, "n": "i32", "BLOCK_SIZE": "constexpr"},
-                                       {"BLOCK_SIZE": 1024}),
+        ("vector_add", "add_kernel"): (
+            {"x_ptr": t, "y_ptr": t, "out_ptr": t, "n": "i32", "BLOCK_SIZE": "constexpr"},
+            {"BLOCK_SIZE": 1024},
+        ),
         ("softmax", "softmax_kernel"): (rows, {"BLOCK": 16384}),
         ("softmax", "softmax_long_rows_kernel"): (rows, {"BLOCK": 4096}),
     }

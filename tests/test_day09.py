@@ -1,13 +1,14 @@
 """day09's Triton kernels where there is no GPU: run in Triton's interpreter against float64."""
+
 import os
 import subprocess
 import sys
 
 import pytest
 import torch
+from helpers import triton_compile
 
 from course.spec import units
-from helpers import triton_compile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -21,8 +22,13 @@ def _interpreted(folder):
     """tests/day09_interpreted_kernels.py on the kernels in `folder`, in Triton's interpreter."""
     path = os.pathsep.join(filter(None, (os.path.dirname(HERE), os.environ.get("PYTHONPATH"))))
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=path)
-    return subprocess.run([sys.executable, os.path.join(HERE, "day09_interpreted_kernels.py"), str(folder)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, os.path.join(HERE, "day09_interpreted_kernels.py"), str(folder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 @needs_no_gpu
@@ -58,20 +64,63 @@ def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
     units.load("day09_rmsnorm_int8").write("solution", str(tmp_path))
     t = f"*{dtype}"
     kernels = {
-        "rms_norm_forward_kernel": ({"x_ptr": t, "w_ptr": t, "y_ptr": t, "rstd_ptr": "*fp32", "cols": "i32",
-                                     "eps": "fp32", "HAS_WEIGHT": "constexpr", "BLOCK": "constexpr"},
-                                    {"HAS_WEIGHT": True, "BLOCK": 4096}),
-        "rms_norm_backward_kernel": ({"dy_ptr": t, "x_ptr": t, "w_ptr": t, "rstd_ptr": "*fp32", "dx_ptr": t,
-                                      "partial_ptr": "*fp32", "rows": "i32", "cols": "i32", "rows_per_program": "i32",
-                                      "HAS_WEIGHT": "constexpr", "BLOCK": "constexpr"},
-                                     {"HAS_WEIGHT": True, "BLOCK": 4096}),
-        "rms_norm_quant_kernel": ({"x_ptr": t, "residual_ptr": t, "w_ptr": t, "q_ptr": "*i8", "scale_ptr": "*fp32",
-                                   "cols": "i32", "eps": "fp32", "HAS_RESIDUAL": "constexpr", "BLOCK": "constexpr"},
-                                  {"HAS_RESIDUAL": True, "BLOCK": 4096}),
-        "rms_norm_quant_long_kernel": ({"x_ptr": t, "residual_ptr": t, "w_ptr": t, "q_ptr": "*i8",
-                                        "scale_ptr": "*fp32", "cols": "i32", "eps": "fp32",
-                                        "HAS_RESIDUAL": "constexpr", "CHUNK": "constexpr"},
-                                       {"HAS_RESIDUAL": True, "CHUNK": 2048}),
+        "rms_norm_forward_kernel": (
+            {
+                "x_ptr": t,
+                "w_ptr": t,
+                "y_ptr": t,
+                "rstd_ptr": "*fp32",
+                "cols": "i32",
+                "eps": "fp32",
+                "HAS_WEIGHT": "constexpr",
+                "BLOCK": "constexpr",
+            },
+            {"HAS_WEIGHT": True, "BLOCK": 4096},
+        ),
+        "rms_norm_backward_kernel": (
+            {
+                "dy_ptr": t,
+                "x_ptr": t,
+                "w_ptr": t,
+                "rstd_ptr": "*fp32",
+                "dx_ptr": t,
+                "partial_ptr": "*fp32",
+                "rows": "i32",
+                "cols": "i32",
+                "rows_per_program": "i32",
+                "HAS_WEIGHT": "constexpr",
+                "BLOCK": "constexpr",
+            },
+            {"HAS_WEIGHT": True, "BLOCK": 4096},
+        ),
+        "rms_norm_quant_kernel": (
+            {
+                "x_ptr": t,
+                "residual_ptr": t,
+                "w_ptr": t,
+                "q_ptr": "*i8",
+                "scale_ptr": "*fp32",
+                "cols": "i32",
+                "eps": "fp32",
+                "HAS_RESIDUAL": "constexpr",
+                "BLOCK": "constexpr",
+            },
+            {"HAS_RESIDUAL": True, "BLOCK": 4096},
+        ),
+        "rms_norm_quant_long_kernel": (
+            {
+                "x_ptr": t,
+                "residual_ptr": t,
+                "w_ptr": t,
+                "q_ptr": "*i8",
+                "scale_ptr": "*fp32",
+                "cols": "i32",
+                "eps": "fp32",
+                "HAS_RESIDUAL": "constexpr",
+                "CHUNK": "constexpr",
+            },
+            {"HAS_RESIDUAL": True, "CHUNK": 2048},
+        ),
     }
     for name, (signature, constexprs) in kernels.items():
         result = triton_compile(tmp_path, "rmsnorm_triton", name, signature, constexprs, arch=75)

@@ -1,4 +1,5 @@
 """environment.yml: the CUDA compiler it installs has the CUDA major of the torch it pins."""
+
 import os
 import re
 
@@ -26,10 +27,16 @@ def test_nvcc_is_pinned_to_a_cuda_version_and_torch_to_a_release():
 
 def test_the_pinned_cuda_is_the_one_torch_was_built_with():
     data, _ = _read()
-    cuda = next(entry.split("=")[1] for entry in data["dependencies"]
-                if isinstance(entry, str) and entry.startswith("cuda-version="))
-    pinned = next(entry.split("==")[1] for entry in next(e["pip"] for e in data["dependencies"] if isinstance(e, dict))
-                  if entry.startswith("torch=="))
+    cuda = next(
+        entry.split("=")[1]
+        for entry in data["dependencies"]
+        if isinstance(entry, str) and entry.startswith("cuda-version=")
+    )
+    pinned = next(
+        entry.split("==")[1]
+        for entry in next(e["pip"] for e in data["dependencies"] if isinstance(e, dict))
+        if entry.startswith("torch==")
+    )
     if torch.__version__.split("+")[0] != pinned or not torch.version.cuda:
         pytest.skip(f"torch {torch.__version__} here, not the CUDA build of {pinned} that environment.yml pins")
     assert cuda.split(".")[0] == torch.version.cuda.split(".")[0], (cuda, torch.version.cuda)

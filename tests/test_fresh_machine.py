@@ -2,15 +2,16 @@
 environment under a private home folder, graded as root (a sandbox's uid cannot reach that
 Python). `reference` grades the course's own code without a sandbox and says so; `grade` and
 `grade-all` on student code refuse, naming the cures that apply here."""
+
 import os
 import shutil
 import subprocess
 import tempfile
 import zipfile
 
+import clean_venv
 import pytest
 
-import clean_venv
 from autograder import sandbox
 from course.spec import units
 
@@ -52,15 +53,17 @@ def fresh(tmp_path):
 
 def _autograder(python, env, *args, cwd=CHECKOUT):
     # run from the checkout: its packages, not an installed copy (tests/test_installed.py has that)
-    return subprocess.run([python, "-m", "autograder", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=1200)
+    return subprocess.run(
+        [python, "-m", "autograder", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=1200
+    )
 
 
 def test_grading_student_code_refuses_and_names_the_cures(fresh, tmp_path):
     python, env, private = fresh
     UNIT.write("solution", str(tmp_path / "upload"))
-    graded = _autograder(python, env, "grade", str(tmp_path / "upload"), "--unit", UNIT.name,
-                         "--out", str(tmp_path / "out"))
+    graded = _autograder(
+        python, env, "grade", str(tmp_path / "upload"), "--unit", UNIT.name, "--out", str(tmp_path / "out")
+    )
     assert graded.returncode == 2 and not (tmp_path / "out").exists(), graded.stdout + graded.stderr
     assert "install bubblewrap (apt-get install bubblewrap)" in graded.stderr
     assert f"{private} lets no other user pass" in graded.stderr and f"chmod o+x {private}" in graded.stderr
@@ -70,8 +73,9 @@ def test_grading_student_code_refuses_and_names_the_cures(fresh, tmp_path):
     with zipfile.ZipFile(tmp_path / "class" / "alice.zip", "w") as upload:
         for file in UNIT.files:
             upload.write(tmp_path / "upload" / file, file)
-    batch = _autograder(python, env, "grade-all", str(tmp_path / "class"), "--unit", UNIT.name,
-                        "--out", str(tmp_path / "graded"))
+    batch = _autograder(
+        python, env, "grade-all", str(tmp_path / "class"), "--unit", UNIT.name, "--out", str(tmp_path / "graded")
+    )
     assert batch.returncode == 2 and "install bubblewrap" in batch.stderr, batch.stdout + batch.stderr
     assert not (tmp_path / "graded" / "results").exists()  # refused before any grading
 
@@ -84,11 +88,14 @@ def test_the_reference_is_graded_without_a_sandbox(fresh, tmp_path):
     assert (tmp_path / "out" / UNIT.name / "results.json").exists()
 
 
-@pytest.mark.parametrize("root, bwrap, says, not_said", [
-    (False, False, "Install bubblewrap", "lets no other user pass"),
-    (False, True, "unprivileged user namespaces", "Install bubblewrap"),
-    (True, True, "namespaces", "Install bubblewrap"),
-])
+@pytest.mark.parametrize(
+    "root, bwrap, says, not_said",
+    [
+        (False, False, "Install bubblewrap", "lets no other user pass"),
+        (False, True, "unprivileged user namespaces", "Install bubblewrap"),
+        (True, True, "namespaces", "Install bubblewrap"),
+    ],
+)
 def test_the_cure_fits_the_machine(root, bwrap, says, not_said):
     cure = sandbox.cure(root, bwrap, ["/usr/bin/env"])
     assert says in cure and not_said not in cure

@@ -1,4 +1,5 @@
 """Generated files (templates, notebooks) must match what solutions/ generates."""
+
 import os
 import re
 

@@ -2,6 +2,7 @@
 the read and build of a submission that has nothing to build, the run of a plan with fake test
 processes, the judge on canned raw results, the report and the extras. No build, no child
 process."""
+
 import os
 import tempfile
 import types
@@ -26,17 +27,18 @@ from autograder.stages.plan import plan_cases
 from autograder.stages.read import read_submission
 from autograder.stages.report import public_case_names, report_cases
 from autograder.stages.run import Ran, run_cases
-from course.spec import units
-from course.spec.questions import questions
 from course.build import Built
 from course.cases import Case, make_input_sets
 from course.judge import Verdict
+from course.spec import units
+from course.spec.questions import questions
 
 UNIT = units.load("day01_relu_bias")
 SPEC = UNIT.tests(hidden=True)
 CASES = {case.name: case for case in SPEC.CASES}
-PERF = Case("cpu_perf", "cpu_perf", kind="perf", needs=("cpu_fp64_small",),
-            params=dict(shape=(4, 8), full_at=0.9, zero_at=0.45))
+PERF = Case(
+    "cpu_perf", "cpu_perf", kind="perf", needs=("cpu_fp64_small",), params=dict(shape=(4, 8), full_at=0.9, zero_at=0.45)
+)
 
 
 def _spec(*names: str, extra: tuple[Case, ...] = ()):
@@ -47,9 +49,13 @@ def _spec(*names: str, extra: tuple[Case, ...] = ()):
 def _honest(case: Case, input_sets: list[dict]) -> dict:
     """A well-formed raw result with the right outputs, as a test process writes it."""
     outputs = [tuple(t.to(inputs["x"].dtype) for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
-    return {"outputs": outputs, "output_devices": [(case.device,) for _ in input_sets],
-            "inputs_after": {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)},
-            "ops": [], "kernels": []}
+    return {
+        "outputs": outputs,
+        "output_devices": [(case.device,) for _ in input_sets],
+        "inputs_after": {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)},
+        "ops": [],
+        "kernels": [],
+    }
 
 
 class FakeSandbox:
@@ -71,12 +77,23 @@ class FakeSandbox:
 
 def _grading(tmp_path, sandbox=None, unit=UNIT) -> Grading:
     deadline = Deadline(600)
-    return Grading(unit, seed=3, folder=str(tmp_path), sandbox=sandbox or FakeSandbox(), env={"PYTHONPATH": "/course"},
-                   deadline=deadline, capability=None, gpus=0, gpu_lock=None, case_timeout=None,
-                   baselines=Baselines(unit, sandbox, str(tmp_path), {}, deadline, None, None))
+    return Grading(
+        unit,
+        seed=3,
+        folder=str(tmp_path),
+        sandbox=sandbox or FakeSandbox(),
+        env={"PYTHONPATH": "/course"},
+        deadline=deadline,
+        capability=None,
+        gpus=0,
+        gpu_lock=None,
+        case_timeout=None,
+        baselines=Baselines(unit, sandbox, str(tmp_path), {}, deadline, None, None),
+    )
 
 
 # plan
+
 
 def test_the_plan_runs_a_devices_correctness_groups_in_one_child_and_perf_last():
     plan = plan_cases(SPEC, (), has_gpu=False, gpus=0)
@@ -107,6 +124,7 @@ def test_a_plan_refuses_a_case_that_needs_an_unknown_one():
 
 # read and build
 
+
 def test_a_submission_without_the_units_files_is_not_built(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "work").mkdir()
@@ -135,9 +153,11 @@ def test_a_first_step_that_kept_no_build_leaves_the_grading_to_build(tmp_path):
 
 # run and judge
 
+
 class FakeRunner:
     """Stands for autograder.runner.GroupRunner: answers each case from the reference, but
     for the ones in CRASHED."""
+
     CRASHED = {"cpu_fp64_small": "the test process was killed by SIGSEGV"}
     calls: list = []
 
@@ -195,12 +215,12 @@ def test_the_judge_takes_each_raw_result_on_its_own():
 
 # report and extras
 
+
 def test_the_report_lists_the_cases_judged_in_the_suites_order():
     spec = _spec("cpu_fp64_small", "cpu_fp32_tail", "cuda_fp32_small", extra=(PERF,))
     plan = plan_cases(spec, (), has_gpu=False, gpus=0)
     measured = Verdict(True, "as fast as the reference", fraction=0.5, measurements={"ratio": 0.7})
-    ran = Ran({3: measured, 2: Verdict(False, "not run: no GPU on the grading machine"), 0: Verdict(True)},
-              {0: 1.5})
+    ran = Ran({3: measured, 2: Verdict(False, "not run: no GPU on the grading machine"), 0: Verdict(True)}, {0: 1.5})
     result = Grade(UNIT.name)
     report_cases(result, plan, ran, public_case_names(UNIT))
     assert [t.name for t in result.tests] == ["cpu_fp64_small", "cuda_fp32_small", "cpu_perf"]
@@ -228,8 +248,10 @@ def test_a_packages_own_tests_are_reported_with_their_failures(tmp_path):
     build = Build(results.TestResult("build", 1.0, True, ""), built, str(tmp_path), str(tmp_path / "src"))
     test = run_own_tests(build, _grading(tmp_path, sandbox))
     assert not test.passed and test.max_score == 0 and not test.not_run
-    assert test.output.splitlines() == ["your tests/ (reported, not graded): 1 failed, 2 passed in 0.10s",
-                                        "FAILED tests/test_op.py::test_big - assert 1 == 2"]
+    assert test.output.splitlines() == [
+        "your tests/ (reported, not graded): 1 failed, 2 passed in 0.10s",
+        "FAILED tests/test_op.py::test_big - assert 1 == 2",
+    ]
     ((command, options),) = sandbox.runs
     assert command[-1] == os.path.join(str(tmp_path / "src"), "tests")
     assert options["env"]["PYTHONPATH"] == os.pathsep.join(["/installed", "/course"])
@@ -241,13 +263,17 @@ def test_a_packages_own_tests_are_reported_with_their_failures(tmp_path):
 
 # options and the machine
 
-@pytest.mark.parametrize("options, words", [
-    (dict(tests="cpu_*"), "tests must be a tuple of fnmatch patterns"),
-    (dict(sandbox_mode="docker"), "sandbox_mode must be one of auto, bwrap, uid, none"),
-    (dict(time_limit=0), "time_limit must be a positive number of seconds"),
-    (dict(case_timeout=-1.0), "case_timeout must be a positive number of seconds"),
-    (dict(seed="7"), "seed must be an int or None"),
-])
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (dict(tests="cpu_*"), "tests must be a tuple of fnmatch patterns"),
+        (dict(sandbox_mode="docker"), "sandbox_mode must be one of auto, bwrap, uid, none"),
+        (dict(time_limit=0), "time_limit must be a positive number of seconds"),
+        (dict(case_timeout=-1.0), "case_timeout must be a positive number of seconds"),
+        (dict(seed="7"), "seed must be an int or None"),
+    ],
+)
 def test_bad_options_are_refused_by_name(options, words):
     with pytest.raises((TypeError, ValueError), match=words):
         GradeOptions(**options)

@@ -4,6 +4,7 @@ what was wrong, and every other student is still in gradebook.csv, the leaderboa
 failures.md. Then each row's status apart from its score, names that are not UTF-8, a roster,
 a removed hand-in, late hand-ins, keyed anonymous names and merge's check of the unit. No grading
 runs: the folders are written here as batch.Grading leaves them."""
+
 import csv
 import json
 
@@ -18,10 +19,24 @@ CLASS = {"ada": 3.0, "grace": 2.0}  # the undamaged submissions and their scores
 
 def _results(score: float) -> dict:
     """A results.json as report.results_json writes it, cut to what the reports read."""
-    tests = [{"name": "cpu_values", "score": score, "max_score": 3.0, "status": "passed", "output": "",
-              "tags": ["values", "cpu"]},
-             {"name": "cpu_perf", "score": 0.0, "max_score": 1.0, "status": "failed", "output": "too slow",
-              "tags": ["perf", "cpu"]}]
+    tests = [
+        {
+            "name": "cpu_values",
+            "score": score,
+            "max_score": 3.0,
+            "status": "passed",
+            "output": "",
+            "tags": ["values", "cpu"],
+        },
+        {
+            "name": "cpu_perf",
+            "score": 0.0,
+            "max_score": 1.0,
+            "status": "failed",
+            "output": "too slow",
+            "tags": ["perf", "cpu"],
+        },
+    ]
     return {"score": score, "tests": tests, "extra_data": {"unit": UNIT, "perf": {"cpu_perf": {"ratio": 0.5}}}}
 
 
@@ -80,10 +95,14 @@ RESULTS_JSON = "results/bob/results.json"
 STATE_JSON = "results/bob/grading.json"
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b'{"score": 1.0, "tes', "not valid JSON (Unterminated string starting at: line 1 column 16)"),
-    (b"", "not valid JSON (Expecting value: line 1 column 1)"),
-], ids=["truncated", "empty"])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b'{"score": 1.0, "tes', "not valid JSON (Unterminated string starting at: line 1 column 16)"),
+        (b"", "not valid JSON (Expecting value: line 1 column 1)"),
+    ],
+    ids=["truncated", "empty"],
+)
 def test_a_results_json_that_is_not_json(tmp_path, data, reason):
     _class_with(tmp_path, results=data)
     _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: {reason}")
@@ -124,19 +143,27 @@ def test_a_perf_entry_without_its_ratio(tmp_path):
     _assert_bob_not_graded(tmp_path, f'{RESULTS_JSON}: extra_data.perf["cpu_perf"] has no ratio that is a number')
 
 
-@pytest.mark.parametrize("score, shown", [("1", '"1"'), (None, "null"), (float("nan"), "NaN")],
-                         ids=["text", "null", "nan"])
+@pytest.mark.parametrize(
+    "score, shown", [("1", '"1"'), (None, "null"), (float("nan"), "NaN")], ids=["text", "null", "nan"]
+)
 def test_a_score_that_is_not_a_number(tmp_path, score, shown):
     _class_with(tmp_path, results={**_results(1.0), "score": score})
     _assert_bob_not_graded(tmp_path, f"{RESULTS_JSON}: score is {shown}, not a number")
 
 
-@pytest.mark.parametrize("data, reason", [
-    (b"{not json", "not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2)"),
-    (b"\xff", "not UTF-8 text (invalid start byte at byte 0)"),
-    (b"null", "holds null, not an object"),
-    (b'{"status": "graded", "students": [1]}', "students is not a list of objects whose name, email and sid are text"),
-], ids=["not-json", "not-utf8", "null", "students"])
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"{not json", "not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2)"),
+        (b"\xff", "not UTF-8 text (invalid start byte at byte 0)"),
+        (b"null", "holds null, not an object"),
+        (
+            b'{"status": "graded", "students": [1]}',
+            "students is not a list of objects whose name, email and sid are text",
+        ),
+    ],
+    ids=["not-json", "not-utf8", "null", "students"],
+)
 def test_a_damaged_grading_json(tmp_path, data, reason):
     _class_with(tmp_path, state=data, results=_results(1.0))
     _assert_bob_not_graded(tmp_path, f"{STATE_JSON}: {reason}")
@@ -184,17 +211,25 @@ def test_grading_time_adds_up_each_tests_seconds_and_names_the_longest(tmp_path)
         results = _results(1.0)
         results["tests"][0]["extra_data"] = {"seconds": seconds}
         results["tests"][1]["extra_data"] = {"seconds": 0.5}
-        results["extra_data"]["timings"] = {"build_s": 20.0, "inputs_s": 1.5, "runs_s": seconds, "judging_s": 0.5,
-                                            "child_start_s": 4.0}
+        results["extra_data"]["timings"] = {
+            "build_s": 20.0,
+            "inputs_s": 1.5,
+            "runs_s": seconds,
+            "judging_s": 0.5,
+            "child_start_s": 4.0,
+        }
         _submission(tmp_path, who, {**_state(who), "seconds": seconds if who != "ada" else 30.0}, results)
     gradebook.write_reports(str(tmp_path), UNIT)
     text = (tmp_path / "grading_time.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert text.startswith("# Grading time: 3 submissions graded")
-    assert ("Whole gradings, s: shortest 10.0, median 20.0, all together 40.0; "
-            "the slowest: `ada` 30.0, `grace` 10.0.") in text
-    assert ("Phases, all gradings together, s: builds 60.0, making input sets 4.5, the submissions' test "
-            "processes 12.0, judging 1.5; starting test processes took 12.0 of them.") in text  # bob's "slow" left out
+    assert (
+        "Whole gradings, s: shortest 10.0, median 20.0, all together 40.0; the slowest: `ada` 30.0, `grace` 10.0."
+    ) in text
+    assert (
+        "Phases, all gradings together, s: builds 60.0, making input sets 4.5, the submissions' test "
+        "processes 12.0, judging 1.5; starting test processes took 12.0 of them."
+    ) in text  # bob's "slow" left out
     assert rows == ["| `cpu_values` | 12.0 | 6.0 | 10.0 (`grace`) |", "| `cpu_perf` | 1.5 | 0.5 | 0.5 (`grace`) |"]
 
 
@@ -206,8 +241,14 @@ def _rows(out) -> list[dict]:
 def test_a_name_and_an_error_that_are_not_utf8_still_make_every_report(tmp_path, capsys):
     """A grading.json whose name and error hold surrogates (a file name that was not UTF-8, as an
     earlier grader wrote it) is reported printably, and merge ends."""
-    _class_with(tmp_path, state={"status": "failed", "error": "the grader failed on it: /class/bo\udcffb.zip",
-                                 "students": [{"name": "bo\udcffb", "email": "", "sid": ""}]})
+    _class_with(
+        tmp_path,
+        state={
+            "status": "failed",
+            "error": "the grader failed on it: /class/bo\udcffb.zip",
+            "students": [{"name": "bo\udcffb", "email": "", "sid": ""}],
+        },
+    )
     assert main(["merge", str(tmp_path), "--unit", UNIT]) == 1  # bob is not graded
     rows = {row["Submission"]: row for row in _rows(tmp_path)}
     assert rows["bob"]["Name"] == "bo?b" and rows["bob"]["Status"] == gradebook.FAILED
@@ -216,16 +257,28 @@ def test_a_name_and_an_error_that_are_not_utf8_still_make_every_report(tmp_path,
 
 def test_a_grading_whose_gpu_cases_were_not_run_says_so(tmp_path):
     results = _results(3.0)
-    results["tests"].append({"name": "cuda_values", "score": 0.0, "max_score": 3.0, "status": "failed",
-                             "output": "not run: no GPU on the grading machine", "tags": ["values", "cuda"]})
+    results["tests"].append(
+        {
+            "name": "cuda_values",
+            "score": 0.0,
+            "max_score": 3.0,
+            "status": "failed",
+            "output": "not run: no GPU on the grading machine",
+            "tags": ["values", "cuda"],
+        }
+    )
     _submission(tmp_path, "ada", _state("ada"), results)
     _submission(tmp_path, "grace", _state("grace"), _results(2.0))
     gradebook.write_reports(str(tmp_path), UNIT)
     assert {row["Submission"]: (row["Status"], row["Total Score"]) for row in _rows(tmp_path)} == {
-        "ada": (gradebook.NO_GPU, "3"), "grace": (gradebook.GRADED, "2")}
+        "ada": (gradebook.NO_GPU, "3"),
+        "grace": (gradebook.GRADED, "2"),
+    }
 
 
-ROSTER = "Email,Name,ID,Section\nada@example.edu,Ada Lovelace,,A\nbob@example.edu,Bob Bobson,bob,B\n,Carol Shaw,carol,A\n"
+ROSTER = (
+    "Email,Name,ID,Section\nada@example.edu,Ada Lovelace,,A\nbob@example.edu,Bob Bobson,bob,B\n,Carol Shaw,carol,A\n"
+)
 
 
 def test_a_roster_lists_who_handed_in_nothing_as_missing(tmp_path):
@@ -233,16 +286,19 @@ def test_a_roster_lists_who_handed_in_nothing_as_missing(tmp_path):
     get the roster's names, bob its email too; grace, on no roster line, is still reported."""
     from autograder.roster import read_roster
 
-    _class_with(tmp_path, state={**_state("bob"), "students": [{"name": "bob", "email": "", "sid": ""}]},
-                results=_results(1.0))
+    _class_with(
+        tmp_path, state={**_state("bob"), "students": [{"name": "bob", "email": "", "sid": ""}]}, results=_results(1.0)
+    )
     (tmp_path / "roster.csv").write_text("\ufeff" + ROSTER, encoding="utf-8")  # as a spreadsheet saves it
     roster = read_roster(str(tmp_path / "roster.csv"))
     gradebook.write_reports(str(tmp_path), UNIT, roster=roster)
     rows = [(r["Name"], r["Email"], r["Total Score"], r["Status"], r["Submission"]) for r in _rows(tmp_path)]
-    assert rows == [("Ada Lovelace", "ada@example.edu", "3", gradebook.GRADED, "ada"),
-                    ("Bob Bobson", "bob@example.edu", "1", gradebook.GRADED, "bob"),
-                    ("grace", "grace@example.edu", "2", gradebook.GRADED, "grace"),
-                    ("Carol Shaw", "", "", gradebook.MISSING, "")]
+    assert rows == [
+        ("Ada Lovelace", "ada@example.edu", "3", gradebook.GRADED, "ada"),
+        ("Bob Bobson", "bob@example.edu", "1", gradebook.GRADED, "bob"),
+        ("grace", "grace@example.edu", "2", gradebook.GRADED, "grace"),
+        ("Carol Shaw", "", "", gradebook.MISSING, ""),
+    ]
     assert "## Missing (on the roster, nothing handed in)\n\n- Carol Shaw\n" in (tmp_path / "failures.md").read_text()
 
 
@@ -254,9 +310,15 @@ def test_a_roster_fills_in_what_a_hand_in_does_not_say(tmp_path):
     assert roster.is_theirs(row, "x", {"name": "", "email": " ADA@example.edu"})
     assert not roster.is_theirs(row, "x", {"name": "Grace", "email": "grace@example.edu"})
     assert roster.filled_in(row, {"name": "ab12", "email": "", "sid": ""}) == {
-        "name": "Ada Lovelace", "email": "ada@example.edu", "sid": ""}
+        "name": "Ada Lovelace",
+        "email": "ada@example.edu",
+        "sid": "",
+    }
     assert roster.filled_in(row, {"name": "", "email": "ada@gradescope.example", "sid": "7"}) == {
-        "name": "Ada Lovelace", "email": "ada@gradescope.example", "sid": "7"}
+        "name": "Ada Lovelace",
+        "email": "ada@gradescope.example",
+        "sid": "7",
+    }
 
 
 @pytest.mark.parametrize("text", ["Student,Section\nada,A\n", "", b"\xff\xfe"], ids=["columns", "empty", "utf8"])
@@ -320,7 +382,9 @@ def test_a_hand_in_after_the_due_time_is_late(tmp_path, capsys):
     due = "1970-01-01T00:30:00+00:00"  # 1800 s
     assert main(["merge", str(tmp_path), "--unit", UNIT, "--due", due]) == 0
     assert {r["Submission"]: (r["Status"], r["Total Score"]) for r in _rows(tmp_path)} == {
-        "ada": (gradebook.GRADED, "3"), "grace": (f"{gradebook.GRADED}; {gradebook.LATE}", "2")}
+        "ada": (gradebook.GRADED, "3"),
+        "grace": (f"{gradebook.GRADED}; {gradebook.LATE}", "2"),
+    }
     with pytest.raises(SystemExit):
         main(["merge", str(tmp_path), "--unit", UNIT, "--due", "Friday"])
     assert "--due 'Friday': expected a date and time" in capsys.readouterr().err

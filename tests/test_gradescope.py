@@ -2,15 +2,16 @@
 setup.sh's install steps run into a virtual environment of their own (no editable install,
 no developer interpreter), then run_autograder grades an upload on the CPU and writes a
 results.json that Gradescope's specification accepts."""
+
 import json
 import os
 import subprocess
 import time
 import zipfile
 
+import clean_venv
 import pytest
 
-import clean_venv
 from autograder import gradescope, results
 from autograder.__main__ import main
 from course.spec import units
@@ -19,10 +20,32 @@ pytestmark = pytest.mark.autograder
 UNIT = units.load("day01_relu_bias")
 VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 FORMATS = {"text", "html", "simple_format", "md", "ansi"}
-TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format", "tags",
-             "visibility", "extra_data"}
-TOP_KEYS = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
-            "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}
+TEST_KEYS = {
+    "score",
+    "max_score",
+    "status",
+    "name",
+    "name_format",
+    "number",
+    "output",
+    "output_format",
+    "tags",
+    "visibility",
+    "extra_data",
+}
+TOP_KEYS = {
+    "score",
+    "execution_time",
+    "output",
+    "output_format",
+    "test_output_format",
+    "test_name_format",
+    "visibility",
+    "stdout_visibility",
+    "extra_data",
+    "tests",
+    "leaderboard",
+}
 
 
 def check_gradescope_spec(data: dict) -> None:
@@ -54,8 +77,13 @@ def _unpacked(tmp_path):
         for script in ("setup.sh", "run_autograder"):
             assert bundle.getinfo(script).external_attr >> 16 & 0o100, script  # executable
         bundle.extractall(root / "source")
-    assert {"setup.sh", "run_autograder", "pyproject.toml", "autograder/gradescope.py",
-            f"solutions/{UNIT.name}/unit.toml"} <= names
+    assert {
+        "setup.sh",
+        "run_autograder",
+        "pyproject.toml",
+        "autograder/gradescope.py",
+        f"solutions/{UNIT.name}/unit.toml",
+    } <= names
     assert not any(name.startswith("source/") for name in names)  # the zip's root is Gradescope's source/
     for script in ("setup.sh", "run_autograder"):
         os.chmod(root / "source" / script, 0o755)  # zipfile's extractall keeps no mode
@@ -94,10 +122,17 @@ def test_run_autograder_grades_an_upload_with_what_setup_installed(tmp_path):
     venv = tmp_path / "grader-venv"
     started = time.monotonic()
     # torch from pip's own configuration (TORCH_INDEX_URL empty), not the CUDA index setup.sh names
-    install = clean_venv.env(GRADER_VENV=str(venv), GRADER_BASE_PYTHON=clean_venv.base_python(),
-                             SKIP_SYSTEM_PACKAGES="1", TORCH_INDEX_URL="")
-    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source", env=install,
-                           capture_output=True, text=True, timeout=1500)
+    install = clean_venv.env(
+        GRADER_VENV=str(venv), GRADER_BASE_PYTHON=clean_venv.base_python(), SKIP_SYSTEM_PACKAGES="1", TORCH_INDEX_URL=""
+    )
+    setup = subprocess.run(
+        ["bash", str(root / "source" / "setup.sh")],
+        cwd=root / "source",
+        env=install,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
     print(f"setup.sh's install steps: {time.monotonic() - started:.0f} s")
     python = str(venv / "bin" / "python")
@@ -111,8 +146,14 @@ def test_run_autograder_grades_an_upload_with_what_setup_installed(tmp_path):
     with zipfile.ZipFile(root / "submission" / "submission_day01_relu_bias.zip", "w") as upload:
         for file in UNIT.files:
             upload.write(tmp_path / "reference" / file, file)
-    run = subprocess.run([str(root / "run_autograder")], cwd=tmp_path, capture_output=True, text=True, timeout=1200,
-                         env=clean_venv.env(AUTOGRADER_ROOT=str(root), GRADER_VENV=str(venv)))
+    run = subprocess.run(
+        [str(root / "run_autograder")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=clean_venv.env(AUTOGRADER_ROOT=str(root), GRADER_VENV=str(venv)),
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     print(f"setup and grading: {time.monotonic() - started:.0f} s")
     data = json.loads((root / "results" / "results.json").read_text())
@@ -121,7 +162,9 @@ def test_run_autograder_grades_an_upload_with_what_setup_installed(tmp_path):
     tests = {t["name"]: t for t in data["tests"]}
     cases = {case.name: case for case in UNIT.tests(hidden=True).CASES}
     assert tests["build"]["status"] == "passed"
-    assert all(t["status"] == "passed" for t in tests.values()), [n for n, t in tests.items() if t["status"] != "passed"]
+    assert all(t["status"] == "passed" for t in tests.values()), [
+        n for n, t in tests.items() if t["status"] != "passed"
+    ]
     cpu = {name for name in gradescope.cases_on_submit(UNIT) if cases[name].device == "cpu"}
     assert cpu and set(tests) == {"build", gradescope.GPU_ENTRY, *cpu}
     note = tests[gradescope.GPU_ENTRY]
@@ -132,8 +175,9 @@ def test_run_autograder_grades_an_upload_with_what_setup_installed(tmp_path):
 def test_an_unreadable_upload_is_a_failed_build_the_student_sees(tmp_path):
     (tmp_path / "submission").mkdir()
     (tmp_path / "submission" / "relu_bias.zip").write_bytes(b"not a zip")
-    code = gradescope.main(["--unit", UNIT.name, "--submission", str(tmp_path / "submission"),
-                            "--results", str(tmp_path / "results")])
+    code = gradescope.main(
+        ["--unit", UNIT.name, "--submission", str(tmp_path / "submission"), "--results", str(tmp_path / "results")]
+    )
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     check_gradescope_spec(data)
     build = data["tests"][0]

@@ -1,4 +1,5 @@
 """Each mismatch pattern against a synthetic wrong output, and against outputs it must not name."""
+
 import torch
 
 from course import hints

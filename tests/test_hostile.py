@@ -1,6 +1,7 @@
 """Submissions that attack the grader (autograder/hostile/hostile.toml), graded on the CPU:
 each gets its verdict, the report is the grader's, and nothing of the grading is left: no
 process, no temporary folder, no file planted outside the sandbox, no secret in the report."""
+
 import contextlib
 import fnmatch
 import glob
@@ -15,13 +16,13 @@ import time
 import tomllib
 
 import pytest
+from helpers import built_unit
 
 from autograder import report
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from autograder.sandbox import Sandbox
 from course.spec import mutants, units
-from helpers import built_unit
 
 pytestmark = pytest.mark.autograder
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,8 +103,13 @@ def _alive(tmp_path, uid, ended: float) -> list[str]:
 
 
 def _planted() -> list[str]:
-    places = [*site.getsitepackages(), site.getusersitepackages(), os.path.join(REPO, "course"),
-              os.path.expanduser("~root"), *filter(None, [os.environ.get("CCACHE_DIR")])]
+    places = [
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        os.path.join(REPO, "course"),
+        os.path.expanduser("~root"),
+        *filter(None, [os.environ.get("CCACHE_DIR")]),
+    ]
     found = [path for place in places for path in glob.glob(os.path.join(place, "*hostile_planted*"))]
     for path in found:  # no later process may run them
         os.remove(path)
@@ -114,8 +120,11 @@ def _check(mutant, data: dict, tmp_path, ended: float, secret: str = "") -> None
     """The verdict, the report and what is left after the grading (which ended at `ended`)."""
     tests = data["tests"]
     names = [t["name"] for t in tests]
-    graded = [c.name for c in UNIT.tests().CASES
-              if not mutant.tests or any(fnmatch.fnmatchcase(c.name, p) for p in mutant.tests)]
+    graded = [
+        c.name
+        for c in UNIT.tests().CASES
+        if not mutant.tests or any(fnmatch.fnmatchcase(c.name, p) for p in mutant.tests)
+    ]
     assert names == ["build", *graded]
     not_run = {t["name"] for t in tests if t["output"].startswith("not run")}
     failed = {t["name"] for t in tests if t["status"] == "failed"} - not_run
@@ -140,8 +149,14 @@ def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
     secret = _secret_for_the_taking(tmp_path)
     monkeypatch.setenv("GRADER_SECRET", secret)
     limit = dict(time_limit=mutant.time_limit) if mutant.time_limit else {}
-    options = GradeOptions(seed=SEED, work=str(tmp_path / "work"), has_gpu=False, tests=mutant.tests,
-                           case_timeout=mutant.case_timeout or None, **limit)
+    options = GradeOptions(
+        seed=SEED,
+        work=str(tmp_path / "work"),
+        has_gpu=False,
+        tests=mutant.tests,
+        case_timeout=mutant.case_timeout or None,
+        **limit,
+    )
     result = grade(_submission(mutant, tmp_path), UNIT, options)
     ended = time.time()
     with open(report.write(result, str(tmp_path / "out"))) as handle:
@@ -152,12 +167,26 @@ def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
 def test_hostile_submission_leaves_the_report_alone_after_the_grader_exits(mutant, tmp_path):
     secret = _secret_for_the_taking(tmp_path)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "autograder", "grade", _submission(mutant, tmp_path), "--unit", UNIT.name,
-               "--out", str(out), "--work", str(tmp_path / "work"), "--seed", str(SEED)]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        _submission(mutant, tmp_path),
+        "--unit",
+        UNIT.name,
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+        "--seed",
+        str(SEED),
+    ]
     command += [arg for pattern in mutant.tests for arg in ("--tests", pattern)]
     command += ["--time-limit", str(mutant.time_limit)] if mutant.time_limit else []
-    done = subprocess.run(command, cwd=REPO, env={**os.environ, "GRADER_SECRET": secret}, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        command, cwd=REPO, env={**os.environ, "GRADER_SECRET": secret}, capture_output=True, text=True, timeout=600
+    )
     ended = time.time()
     assert done.returncode == 0, done.stderr[-3000:]
     written = (out / "results.json").read_bytes()
@@ -173,10 +202,24 @@ def test_a_grader_told_to_stop_leaves_no_process_of_its_sandbox(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("a sandbox uid needs root")
     mutant = HOSTILE["hangs_every_call"]  # its case waits for ever: only the grader can end it
-    command = [sys.executable, "-m", "autograder", "grade", _submission(mutant, tmp_path), "--unit", UNIT.name,
-               "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--seed", str(SEED)]
-    grader = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        _submission(mutant, tmp_path),
+        "--unit",
+        UNIT.name,
+        "--out",
+        str(tmp_path / "out"),
+        "--work",
+        str(tmp_path / "work"),
+        "--seed",
+        str(SEED),
+    ]
+    grader = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         end = time.time() + 240
         while not any("autograder.child" in process for process in _alive(tmp_path, None, 0)):

@@ -9,6 +9,7 @@
 and no circle of imports between modules anywhere. Every import counts, those inside
 functions too: a deferred import is still a dependency.
 """
+
 import ast
 import os
 
@@ -65,7 +66,7 @@ def _targets(node, importer: str, is_package: bool, known) -> set[str]:
     base = node.module or ""
     if node.level:  # relative to the importer's package
         anchor = importer.split(".")
-        anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+        anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
         base = ".".join(anchor + ([base] if base else []))
     return {f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names} & known
 
@@ -90,15 +91,21 @@ def private_imports(root: str) -> list[str]:
     for module, tree, _ in _trees(root):
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in PACKAGES):
-                found += [f"{module}: from {'.' * node.level}{node.module or ''} import {alias.name}"
-                          for alias in node.names if alias.name.startswith("_")]
+                found += [
+                    f"{module}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_")
+                ]
     return sorted(found)
 
 
 def forbidden(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{source} -> {target} ({layer(source)} may import only {', '.join(sorted(ALLOWED[layer(source)]))})"
-                  for source, targets in graph.items() for target in targets
-                  if layer(target) not in ALLOWED[layer(source)])
+    return sorted(
+        f"{source} -> {target} ({layer(source)} may import only {', '.join(sorted(ALLOWED[layer(source)]))})"
+        for source, targets in graph.items()
+        for target in targets
+        if layer(target) not in ALLOWED[layer(source)]
+    )
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -173,23 +180,30 @@ def _write(root, files: dict[str, str]) -> None:
 
 
 def test_the_checks_find_a_circle_and_a_crossing_inside_functions(tmp_path):
-    _write(tmp_path, {
-        "course/__init__.py": "",
-        "course/harness.py": "def f():\n    from course.spec import units\n",
-        "course/spec/__init__.py": "",
-        "course/spec/units.py": "from .. import harness\nfrom ..harness import _time\n",
-        "autograder/__init__.py": "",
-        "autograder/grade.py": "import os\nfrom course.authoring.generate import main\n",
-        "autograder/report.py": "from autograder import grade, LIMIT\n",
-        "course/authoring/__init__.py": "",
-        "course/authoring/generate.py": "def main():\n    from autograder import grade\n",
-    })
+    _write(
+        tmp_path,
+        {
+            "course/__init__.py": "",
+            "course/harness.py": "def f():\n    from course.spec import units\n",
+            "course/spec/__init__.py": "",
+            "course/spec/units.py": "from .. import harness\nfrom ..harness import _time\n",
+            "autograder/__init__.py": "",
+            "autograder/grade.py": "import os\nfrom course.authoring.generate import main\n",
+            "autograder/report.py": "from autograder import grade, LIMIT\n",
+            "course/authoring/__init__.py": "",
+            "course/authoring/generate.py": "def main():\n    from autograder import grade\n",
+        },
+    )
     graph = edges(str(tmp_path))
     assert graph["course.spec.units"] == {"course.harness"}
     assert graph["autograder.report"] == {"autograder", "autograder.grade"}
     assert [line.split(" (")[0] for line in forbidden(graph)] == [
-        "autograder.grade -> course.authoring.generate", "course.authoring.generate -> autograder.grade",
-        "course.harness -> course.spec.units"]
-    assert sorted(cycles(graph)) == [["autograder.grade", "course.authoring.generate", "autograder.grade"],
-                                     ["course.harness", "course.spec.units", "course.harness"]]
+        "autograder.grade -> course.authoring.generate",
+        "course.authoring.generate -> autograder.grade",
+        "course.harness -> course.spec.units",
+    ]
+    assert sorted(cycles(graph)) == [
+        ["autograder.grade", "course.authoring.generate", "autograder.grade"],
+        ["course.harness", "course.spec.units", "course.harness"],
+    ]
     assert private_imports(str(tmp_path)) == ["course.spec.units: from ..harness import _time"]

@@ -1,44 +1,57 @@
 """The own-kernel check by name: the kernels a submission's files define, read as data, against
 the kernels the profiler saw. No GPU: the profiles here are written by hand."""
+
 import glob
 import os
 
 import pytest
+from helpers import built_unit
 
 from course import kernel_names
 from course.cases import make_input_sets
 from course.judge import judge
 from course.spec import units
-from helpers import built_unit
 
 UNIT = units.load("day01_relu_bias")
 SPEC = UNIT.tests(hidden=True)
 # Kernel names as the profiler reports them, demangled.
-OWN = ("void (anonymous namespace)::relu_bias_kernel<float>("
-       "at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)")
-FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >("
-        "int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
-ATEN_ADD = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-            "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)")
+OWN = (
+    "void (anonymous namespace)::relu_bias_kernel<float>("
+    "at::GenericPackedTensorAccessor<float, 2ul, at::RestrictPtrTraits, int>)"
+)
+FILL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >("
+    "int, at::native::FillFunctor<float>, std::array<char*, 1ul>)"
+)
+ATEN_ADD = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"
+)
 MEMCPY = "Memcpy HtoD (Pageable -> Device)"
 
 
-@pytest.mark.parametrize("name, expected", [
-    (OWN, "relu_bias_kernel"),
-    (ATEN_ADD, "vectorized_elementwise_kernel"),
-    ("softmax_kernel", "softmax_kernel"),  # Triton's: the function's name
-    ("void ns::inner::scale(float*, int)", "scale"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (OWN, "relu_bias_kernel"),
+        (ATEN_ADD, "vectorized_elementwise_kernel"),
+        ("softmax_kernel", "softmax_kernel"),  # Triton's: the function's name
+        ("void ns::inner::scale(float*, int)", "scale"),
+    ],
+)
 def test_the_identifier_of_a_profiled_kernel(name, expected):
     assert kernel_names.identifier(name) == expected
 
 
-@pytest.mark.parametrize("mangled, expected", [
-    ("_Z16relu_bias_kernelIfEvN2at6detail4FooE", "relu_bias_kernel"),
-    ("_ZN48_GLOBAL__N__650fa4c0_12_relu_bias_cu_972032c7_3116relu_bias_kernelIdEEvPT_", "relu_bias_kernel"),
-    ("_ZN2ns5inner5scaleEPfi", "scale"),
-    ("_ZL6kernelv", "kernel"),
-])
+@pytest.mark.parametrize(
+    "mangled, expected",
+    [
+        ("_Z16relu_bias_kernelIfEvN2at6detail4FooE", "relu_bias_kernel"),
+        ("_ZN48_GLOBAL__N__650fa4c0_12_relu_bias_cu_972032c7_3116relu_bias_kernelIdEEvPT_", "relu_bias_kernel"),
+        ("_ZN2ns5inner5scaleEPfi", "scale"),
+        ("_ZL6kernelv", "kernel"),
+    ],
+)
 def test_the_identifier_of_a_mangled_name(mangled, expected):
     assert kernel_names.mangled_identifier(mangled) == expected
 
@@ -53,13 +66,17 @@ def test_a_library_lists_the_kernels_it_registers(build_root):
 
 def test_triton_kernels_are_the_jit_functions(tmp_path):
     source = tmp_path / "kernels.py"
-    source.write_text("import triton\n@triton.jit\ndef add_kernel(x): pass\n"
-                      "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef tuned_kernel(x): pass\n"
-                      "def helper(x): pass\n")
+    source.write_text(
+        "import triton\n@triton.jit\ndef add_kernel(x): pass\n"
+        "@triton.autotune(configs=[], key=[])\n@triton.jit\ndef tuned_kernel(x): pass\n"
+        "def helper(x): pass\n"
+    )
     (tmp_path / "broken.py").write_text("def (:\n")
     (tmp_path / "linked.so").symlink_to("/etc/passwd")
     assert kernel_names.defined_kernels(kernel_names.submission_files("", "", str(tmp_path))) == {
-        "add_kernel", "tuned_kernel"}
+        "add_kernel",
+        "tuned_kernel",
+    }
 
 
 def _own_kernel_verdict(kernels, own=frozenset({"relu_bias_kernel"})):

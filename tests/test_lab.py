@@ -1,6 +1,7 @@
 """The debugging lab's cell helper (course/lab.py): what it refuses, how it plants a bug, and
 what it says on a machine without a GPU. On a GPU the instructor notebook's run checks that
 each planted bug is found (tests/test_notebooks.py)."""
+
 import pytest
 import torch
 

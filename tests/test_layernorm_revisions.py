@@ -1,5 +1,6 @@
 """bench/layernorm_revisions.py builds each commit from that commit's own sources. Its builds and
 timings need a GPU; which sources it writes is checked here."""
+
 import os
 import shutil
 import subprocess

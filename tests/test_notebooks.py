@@ -1,14 +1,15 @@
 """Run-all of the generated notebooks in a fresh folder, as a student would in Colab."""
+
 import os
 import shutil
 
 import pytest
 import torch
+from helpers import skip_without_gpu_if_gpu_only
 
 from course.authoring.run_notebook import outputs_text, run
 from course.sanitize import find_sanitizer
 from course.spec import units
-from helpers import skip_without_gpu_if_gpu_only
 
 pytestmark = pytest.mark.notebook
 UNITS = [u.name for u in units.all_units()]

@@ -1,4 +1,5 @@
 """The pacing guide counts what each lesson section asks of a student."""
+
 import pytest
 
 from course.authoring.pacing import minutes, pacing_text, sections
@@ -30,8 +31,9 @@ def test_every_region_and_question_lands_in_a_section(unit):
     found = sections(unit)
     assert sum(row["lines"] for row in found) == sum(solution_lines(unit.raw(f), f) for f in unit.sources)
     assert sum(row["questions"] for row in found) == len(questions(unit))
-    assert [row["title"] for row in found] == [line[3:].strip() for line in unit.raw("lesson.md").splitlines()
-                                              if line.startswith("## ")]
+    assert [row["title"] for row in found] == [
+        line[3:].strip() for line in unit.raw("lesson.md").splitlines() if line.startswith("## ")
+    ]
 
 
 def test_the_estimate_follows_the_model():

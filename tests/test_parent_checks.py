@@ -1,5 +1,6 @@
 """What the grader's own process checks before it believes anything from a submission: the
 submission's container, a child's result, a failed build's log. No build, no child process."""
+
 import json
 import os
 import signal
@@ -13,8 +14,14 @@ import torch
 from autograder.build_log import student_errors
 from autograder.result_schema import result_problem
 from autograder.runner import load_result
-from autograder.submission import (MAX_FOLDER_DEPTH, MAX_FOLDER_ENTRIES, MAX_SOURCE_BYTES, MAX_ZIP_MEMBERS,
-                                   SubmissionError, read_submission)
+from autograder.submission import (
+    MAX_FOLDER_DEPTH,
+    MAX_FOLDER_ENTRIES,
+    MAX_SOURCE_BYTES,
+    MAX_ZIP_MEMBERS,
+    SubmissionError,
+    read_submission,
+)
 from autograder.untrusted_files import is_regular_file
 from course.cases import make_input_sets, standard_normal
 from course.judge import judge
@@ -40,21 +47,24 @@ def _honest(case_name: str) -> tuple:
     return case, input_sets, result
 
 
-@pytest.mark.parametrize("case_name, forge, problem", [
-    ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 1"),
-    ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",)]}, "y is a str, not a tensor"),
-    ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
-    ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
-    ("cpu_fp64_small", lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),)]}, "not a plain tensor"),
-    ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "output_devices"}, "devices of the outputs"),
-    ("cpu_fp64_small", lambda r: {**r, "output_devices": [()]}, "devices of output set 0"),
-    ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,)]}, "devices of output set 0"),
-    ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
-    ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
-    ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
-    ("cpu_fp64_small", lambda r: ["a", "list"], "not a dict"),
-    ("cpu_fp64_small", lambda r: {"exception": 42}, "not text"),
-])
+@pytest.mark.parametrize(
+    "case_name, forge, problem",
+    [
+        ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 1"),
+        ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",)]}, "y is a str, not a tensor"),
+        ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
+        ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
+        ("cpu_fp64_small", lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),)]}, "not a plain tensor"),
+        ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "output_devices"}, "devices of the outputs"),
+        ("cpu_fp64_small", lambda r: {**r, "output_devices": [()]}, "devices of output set 0"),
+        ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,)]}, "devices of output set 0"),
+        ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
+        ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
+        ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
+        ("cpu_fp64_small", lambda r: ["a", "list"], "not a dict"),
+        ("cpu_fp64_small", lambda r: {"exception": 42}, "not text"),
+    ],
+)
 def test_a_malformed_result_is_named(case_name, forge, problem):
     case, input_sets, result = _honest(case_name)
     assert result_problem(SPEC, case, input_sets, result) == ""
@@ -68,8 +78,15 @@ def _perf_result() -> tuple:
     case = Case("p", "g", kind="perf", params=dict(shape=(4, 8), full_at=0.9, zero_at=0.45))
     input_sets = make_input_sets(SPEC, case, seed=1)
     outputs = [(SPEC.OPS["forward"].reference(inputs)[0].float(),) for inputs in input_sets]
-    return case, input_sets, {"timing": {"median_ms": 1.0, "spread": 0.1, "reps": 10}, "outputs": outputs,
-                              "output_devices": [("cpu",)] * len(outputs)}
+    return (
+        case,
+        input_sets,
+        {
+            "timing": {"median_ms": 1.0, "spread": 0.1, "reps": 10},
+            "outputs": outputs,
+            "output_devices": [("cpu",)] * len(outputs),
+        },
+    )
 
 
 def test_a_perf_result_needs_a_timing_that_is_a_number_and_every_sets_outputs():
@@ -171,13 +188,19 @@ def test_gradcheck_is_judged_from_the_raw_jacobians():
     assert "worst at index" in wrong.message
 
 
-@pytest.mark.parametrize("forge, problem", [
-    (lambda raw: (torch.zeros(2, 0, 0, dtype=torch.float64), torch.zeros(0, 0, dtype=torch.float64)), "shape [0, 0]"),
-    (lambda raw: (raw[0], raw[1][:, :-1]), "shape"),
-    (lambda raw: (raw[0][:1], raw[1]), "shape [1,"),
-    (lambda raw: (raw[0].float(), raw[1]), "dtype torch.float32"),
-    (lambda raw: (raw[0],), "returned 1 outputs, expected 2"),
-])
+@pytest.mark.parametrize(
+    "forge, problem",
+    [
+        (
+            lambda raw: (torch.zeros(2, 0, 0, dtype=torch.float64), torch.zeros(0, 0, dtype=torch.float64)),
+            "shape [0, 0]",
+        ),
+        (lambda raw: (raw[0], raw[1][:, :-1]), "shape"),
+        (lambda raw: (raw[0][:1], raw[1]), "shape [1,"),
+        (lambda raw: (raw[0].float(), raw[1]), "dtype torch.float32"),
+        (lambda raw: (raw[0],), "returned 1 outputs, expected 2"),
+    ],
+)
 def test_gradcheck_data_of_the_wrong_shape_fails(forge, problem):
     verdict = _gradcheck_verdict(forge=forge)
     assert not verdict.passed and problem in verdict.message, verdict.message
@@ -215,7 +238,8 @@ def _notebook(answer: str, padding: int = 0):
     next(c for c in notebook.cells if c.metadata.get("course", {}).get("answer")).source = answer
     if padding:  # a plot's worth of output
         next(c for c in notebook.cells if c.cell_type == "code").outputs = [
-            nbformat.v4.new_output("stream", text="x" * padding)]
+            nbformat.v4.new_output("stream", text="x" * padding)
+        ]
     return notebook
 
 
@@ -227,11 +251,14 @@ def test_answers_in_a_notebook_over_a_megabyte_are_kept(tmp_path):
     assert any("because" in answer for answer in answers.values())
 
 
-@pytest.mark.parametrize("text", [
-    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {"0": {}}}),  # cells not a list
-    json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": 3}]}),
-    "{ not json",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {"0": {}}}),  # cells not a list
+        json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": 3}]}),
+        "{ not json",
+    ],
+)
 def test_a_broken_notebook_is_a_clear_error(tmp_path, text):
     path = tmp_path / "submission.ipynb"
     path.write_text(text)
@@ -269,8 +296,10 @@ def test_a_link_in_a_folder_submission_is_not_followed(tmp_path):
 @pytest.fixture
 def never_blocks():
     """A read that waits on a named pipe fails the test instead of hanging it."""
+
     def _hung(*_):
         raise TimeoutError("the read blocked")
+
     previous = signal.signal(signal.SIGALRM, _hung)
     signal.alarm(20)
     yield
@@ -357,8 +386,14 @@ def test_a_result_file_that_is_a_pipe_or_a_link_is_refused_without_waiting(tmp_p
 _OWN_FORWARD = "void layernorm_forward_warp<float>(float const*, float const*, float*, long, long)"
 
 
-def _checked_at_timed_size(timed_ms: float = 0.06, busy_ms=0.05, ops=(), kernels=(_OWN_FORWARD,),
-                           wrong_when_profiled: bool = False, outcome: dict | None = None) -> tuple:
+def _checked_at_timed_size(
+    timed_ms: float = 0.06,
+    busy_ms=0.05,
+    ops=(),
+    kernels=(_OWN_FORWARD,),
+    wrong_when_profiled: bool = False,
+    outcome: dict | None = None,
+) -> tuple:
     """A day05 perf verdict that earned points, and its check at the timed size: the timed calls
     took `timed_ms`; the profiled call ran `ops` and `kernels`, kept the GPU busy for `busy_ms`,
     and answered right unless `wrong_when_profiled`. `outcome` replaces the whole outcome."""
@@ -368,12 +403,18 @@ def _checked_at_timed_size(timed_ms: float = 0.06, busy_ms=0.05, ops=(), kernels
     spec = units.load("day05_layernorm_performance").tests()
     case = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7")
     inputs = make_input_sets(spec, case, seed=1)[:1]
-    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
-                                                      spec.OPS["forward"].dtypes(inputs[0])))
+    outputs = tuple(
+        t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]), spec.OPS["forward"].dtypes(inputs[0]))
+    )
     profiled_outputs = tuple(t + 1 for t in outputs) if wrong_when_profiled else outputs
     earned = Verdict(True, "1.00x the reference", 1.0, {"ratio": 1.0})
-    profiled = {"outputs": [outputs, profiled_outputs], "output_devices": [("cuda:0",) * 3] * 2, "ops": list(ops),
-                "kernels": list(kernels), "busy_ms": busy_ms}
+    profiled = {
+        "outputs": [outputs, profiled_outputs],
+        "output_devices": [("cuda:0",) * 3] * 2,
+        "ops": list(ops),
+        "kernels": list(kernels),
+        "busy_ms": busy_ms,
+    }
     if outcome is None:
         outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
     return earned, own_code_at_timed_size(spec, case, inputs, outcome, earned, frozenset({"layernorm_forward_warp"}))
@@ -412,8 +453,10 @@ def test_timed_calls_faster_than_the_kernels_profiled_earn_nothing():
     earned, caught = _checked_at_timed_size(0.2, 1.0)
     assert not caught.passed and caught.fraction == 0 and caught.measurements == {"ratio": 1.0, "kernels_busy_ms": 1.0}
     assert caught.message.startswith(earned.message)
-    assert ("its timed calls ran faster than the kernels it runs when profiled: 0.200 ms timed against "
-            "1.000 ms of its kernels under the profiler") in caught.message
+    assert (
+        "its timed calls ran faster than the kernels it runs when profiled: 0.200 ms timed against "
+        "1.000 ms of its kernels under the profiler"
+    ) in caught.message
 
 
 @pytest.mark.parametrize("busy", [None, "1.0", True, -0.5, float("nan"), float("inf"), [1.0]])
@@ -430,20 +473,26 @@ def test_a_missing_busy_time_is_a_malformed_result():
     spec = units.load("day05_layernorm_performance").tests()
     case = profiled_case(next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d7"))
     inputs = make_input_sets(spec, case, seed=1)[:1]
-    outputs = tuple(t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]),
-                                                      spec.OPS["forward"].dtypes(inputs[0])))
+    outputs = tuple(
+        t.to(dtype) for t, dtype in zip(spec.OPS["forward"].reference(inputs[0]), spec.OPS["forward"].dtypes(inputs[0]))
+    )
     run = {"outputs": [outputs] * 2, "output_devices": [("cuda:0",) * 3] * 2, "ops": [], "kernels": []}
     assert "busy time" in profiled_run_problem(spec, case, judged_sets(inputs), run)
     assert profiled_run_problem(spec, case, judged_sets(inputs), {**run, "busy_ms": 0}) == ""
-    assert "profiled kernels" in profiled_run_problem(spec, case, judged_sets(inputs),
-                                                      {**run, "kernels": None, "busy_ms": 0})
+    assert "profiled kernels" in profiled_run_problem(
+        spec, case, judged_sets(inputs), {**run, "kernels": None, "busy_ms": 0}
+    )
 
 
 def _event(start, end, device="cuda", activity="kernel", annotation=False):
     """A profiler event as prof.events() lists it; activity None: a profiler without activity_type."""
     kind = torch.autograd.DeviceType.CUDA if device == "cuda" else torch.autograd.DeviceType.CPU
-    return types.SimpleNamespace(time_range=types.SimpleNamespace(start=start, end=end), device_type=kind,
-                                 activity_type=activity, is_user_annotation=annotation)
+    return types.SimpleNamespace(
+        time_range=types.SimpleNamespace(start=start, end=end),
+        device_type=kind,
+        activity_type=activity,
+        is_user_annotation=annotation,
+    )
 
 
 def test_busy_time_is_the_union_of_the_kernels_intervals():
@@ -451,16 +500,20 @@ def test_busy_time_is_the_union_of_the_kernels_intervals():
     from course.harness import _is_gpu_work, covered
 
     assert covered([]) == 0
-    assert covered([(0, 10), (20, 25)]) == 15           # disjoint
-    assert covered([(0, 10), (5, 15)]) == 15            # overlapping
+    assert covered([(0, 10), (20, 25)]) == 15  # disjoint
+    assert covered([(0, 10), (5, 15)]) == 15  # overlapping
     assert covered([(0, 100), (10, 20), (30, 40)]) == 100  # nested
     assert covered([(5, 15), (0, 10), (10, 12)]) == 15  # unsorted, touching
-    assert covered([(3, 3), (7, 4)]) == 0               # empty and backwards spans add nothing
-    events = [_event(0, 400), _event(200, 600, activity="gpu_memcpy"), _event(1000, 1100, activity="gpu_memset"),
-              _event(0, 5000, device="cpu", activity="cpu_op"),      # the host's time is not the GPU's
-              _event(0, 5000, activity="gpu_user_annotation"),       # a range's span, its gaps included
-              _event(2000, 2300, activity=None),                     # an older profiler's kernel
-              _event(0, 5000, activity=None, annotation=True)]       # and its user annotation
+    assert covered([(3, 3), (7, 4)]) == 0  # empty and backwards spans add nothing
+    events = [
+        _event(0, 400),
+        _event(200, 600, activity="gpu_memcpy"),
+        _event(1000, 1100, activity="gpu_memset"),
+        _event(0, 5000, device="cpu", activity="cpu_op"),  # the host's time is not the GPU's
+        _event(0, 5000, activity="gpu_user_annotation"),  # a range's span, its gaps included
+        _event(2000, 2300, activity=None),  # an older profiler's kernel
+        _event(0, 5000, activity=None, annotation=True),
+    ]  # and its user annotation
     assert covered([(e.time_range.start, e.time_range.end) for e in events if _is_gpu_work(e)]) == pytest.approx(1000)
 
 
@@ -503,15 +556,19 @@ def test_input_sets_made_side_by_side_are_each_cases_own():
     for index, case in ready:
         alone = make_input_sets(spec, case, 3)
         assert len(made[index]) == len(alone) and all(
-            got.keys() == want.keys() and all(
+            got.keys() == want.keys()
+            and all(
                 torch.equal(got[key], want[key]) if isinstance(want[key], torch.Tensor) else got[key] == want[key]
-                for key in want)
-            for got, want in zip(made[index], alone)), case.name
+                for key in want
+            )
+            for got, want in zip(made[index], alone)
+        ), case.name
 
 
 def test_inputs_are_drawn_in_float32_unless_float64():
     """Random inputs come from float32 draws, rounded once to their dtype; a float64 input is
     still drawn in float64."""
+
     def seeded():
         return torch.Generator().manual_seed(5)
 

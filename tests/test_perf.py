@@ -1,6 +1,7 @@
 """Perf cases and the shared benchmark harness, on the CPU: a toy unit (a row softmax
 written in Python) is graded end to end with a fast, a slow and a wrong submission, each
 timed against the toy's reference solution."""
+
 import dataclasses
 import json
 import os
@@ -25,7 +26,7 @@ from course.spec import units
 
 pytestmark = pytest.mark.autograder
 
-TOY_SPEC = '''
+TOY_SPEC = """
 import time
 
 import torch
@@ -63,7 +64,7 @@ CASES = [
     Case("cpu_perf", "cpu_perf", "cpu", 5.0, PERF, kind="perf", needs=("cpu_values",)),
     Case("cpu_perf_unchecked", "cpu_perf", "cpu", 5.0, PERF, kind="perf"),
 ]
-'''
+"""
 
 # The toy's reference solution, which the grader times beside each submission: as slow as the
 # baseline, so the thresholds read as before against either.
@@ -72,17 +73,20 @@ REFERENCE = "import time\nimport torch\n\nopen('reference_imported', 'w').close(
 SUBMISSIONS = {
     # Also leaves a file where it was imported (its child's folder, the only one it may
     # write): never in the children that time torch's op.
-    "fast": ("import torch\n\nopen('imported', 'w').close()\n\n"
-             "def row_softmax(x):\n    return torch.softmax(x, dim=1)\n"),
+    "fast": (
+        "import torch\n\nopen('imported', 'w').close()\n\ndef row_softmax(x):\n    return torch.softmax(x, dim=1)\n"
+    ),
     "slow": "import time\nimport torch\n\ndef row_softmax(x):\n    time.sleep(0.2)\n    return torch.softmax(x, dim=1)\n",
     "wrong": "import torch\n\ndef row_softmax(x):\n    return torch.exp(x)  # fast, because it skips the hard part\n",
     # Slow, but answers a call on the same buffer, unchanged since (address and version
     # counter), from a cache that keeps x alive: timed on the same tensors every call, it
     # would look as fast as a lookup.
-    "caches_by_version": ("import time\nimport torch\n\n_cache = {}\n\n"
-                          "def row_softmax(x):\n    key = (x.data_ptr(), x._version)\n"
-                          "    if key not in _cache:\n        time.sleep(0.2)\n"
-                          "        _cache[key] = (x, torch.softmax(x, dim=1))\n    return _cache[key][1]\n"),
+    "caches_by_version": (
+        "import time\nimport torch\n\n_cache = {}\n\n"
+        "def row_softmax(x):\n    key = (x.data_ptr(), x._version)\n"
+        "    if key not in _cache:\n        time.sleep(0.2)\n"
+        "        _cache[key] = (x, torch.softmax(x, dim=1))\n    return _cache[key][1]\n"
+    ),
 }
 
 
@@ -92,7 +96,9 @@ def toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("toy")
     folder = root / "solutions" / "perf_toy"
     folder.mkdir(parents=True)
-    (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
+    (folder / "unit.toml").write_text(
+        'title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n'
+    )
     (folder / "public_tests.py").write_text(TOY_SPEC)
     (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
     (folder / "row_softmax.py").write_text(REFERENCE)
@@ -113,13 +119,18 @@ def graded(toy):
             (folder / "row_softmax.py").write_text(SUBMISSIONS[kind])
             with pytest.MonkeyPatch.context() as patch:
                 patch.setenv("OMP_NUM_THREADS", "1")  # one thread per child: steadier timings on a busy CPU
-                result = grade(str(folder), unit, GradeOptions(seed=3, work=str(root / f"{kind}.work"),
-                                                               has_gpu=False, keep_work=True))
+                result = grade(
+                    str(folder),
+                    unit,
+                    GradeOptions(seed=3, work=str(root / f"{kind}.work"), has_gpu=False, keep_work=True),
+                )
             path = report.write(result, str(root / f"{kind}.out"))
             with open(path) as handle:
                 data = json.load(handle)
-            imports = {who: [p.parent.name for p in (root / f"{kind}.work").glob(f"grade_*/*/{marker}")]
-                       for who, marker in (("submission", "imported"), ("reference", "reference_imported"))}
+            imports = {
+                who: [p.parent.name for p in (root / f"{kind}.work").glob(f"grade_*/*/{marker}")]
+                for who, marker in (("submission", "imported"), ("reference", "reference_imported"))
+            }
             done[kind] = result, data, imports
         return done[kind]
 
@@ -236,16 +247,23 @@ def test_wrong_submission_earns_nothing_for_speed(graded):
     assert needing["score"] == 0 and needing["output"] == "not timed: cpu_values must pass first"
     unchecked = _test(data, "cpu_perf_unchecked")
     assert unchecked["score"] == 0 and unchecked["status"] == "failed"
-    assert "output of the timed calls on input set 1 of 3 was wrong" in unchecked["output"] and "y:" in unchecked["output"]
+    assert (
+        "output of the timed calls on input set 1 of 3 was wrong" in unchecked["output"] and "y:" in unchecked["output"]
+    )
     assert data["extra_data"]["perf"] == {} and data["score"] == 1  # the build
 
 
 def test_fractional_scores_in_table_and_json():
-    result = Grade("toy", tests=[
-        results.TestResult("build", 1.0, True, "compiled", visibility="visible"),
-        results.TestResult("perf", 5.0, True, "yours 1.000 ms, torch 0.850 ms: 0.85x torch -> 3.5/5 points", fraction=0.7),
-        results.TestResult("values", 1.0, False, "y: 3 of 8 elements differ"),
-    ])
+    result = Grade(
+        "toy",
+        tests=[
+            results.TestResult("build", 1.0, True, "compiled", visibility="visible"),
+            results.TestResult(
+                "perf", 5.0, True, "yours 1.000 ms, torch 0.850 ms: 0.85x torch -> 3.5/5 points", fraction=0.7
+            ),
+            results.TestResult("values", 1.0, False, "y: 3 of 8 elements differ"),
+        ],
+    )
     data = report.results_json(result)
     assert [t["score"] for t in data["tests"]] == [1.0, 3.5, 0.0] and data["score"] == 4.5
     assert [t["status"] for t in data["tests"]] == ["passed", "passed", "failed"]
@@ -291,8 +309,13 @@ result = execute(spec, types.SimpleNamespace(row_softmax=lambda x: torch.softmax
 print(json.dumps([result["ops"], [m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules]]))
 """
     repository = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": repository})
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": repository},
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     ops, loaded = json.loads(run.stdout.strip().splitlines()[-1])
     assert "aten::_softmax" in ops and loaded == [], run.stdout
@@ -340,8 +363,16 @@ def test_compare_marks_a_fast_wrong_op_and_formats_the_table():
         return "" if torch.allclose(outputs, torch.softmax(args[0], 1)) else "differs from torch.softmax"
 
     nbytes = 2 * 64 * 512 * 4
-    right = bench.compare("right", lambda x: torch.softmax(x, 1), lambda x: torch.softmax(x, 1), arg_sets, nbytes,
-                          check=check, ceiling=10.0, d=512)
+    right = bench.compare(
+        "right",
+        lambda x: torch.softmax(x, 1),
+        lambda x: torch.softmax(x, 1),
+        arg_sets,
+        nbytes,
+        check=check,
+        ceiling=10.0,
+        d=512,
+    )
     wrong = bench.compare("wrong", torch.exp, lambda x: torch.softmax(x, 1), arg_sets, nbytes, check=check, d=512)
     assert not right.wrong and right.speedup > 0 and right.of_ceiling == pytest.approx(right.ours_gbs / 10.0)
     assert wrong.wrong and wrong.problem == "differs from torch.softmax"
@@ -379,6 +410,7 @@ def test_gpu_time_leaves_out_host_work_done_while_the_gpu_was_busy():
 def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
     """An op that synchronizes (.item(), a copy to the host) costs its GPU time plus its host
     time, called back to back; the hold before each timed call must not be charged to it too."""
+
     def waits(ms):
         _gpu_busy(ms)
         torch.cuda.current_stream().synchronize()
@@ -399,6 +431,7 @@ def test_an_op_that_waits_for_the_gpu_is_charged_its_time_once():
 def test_an_op_whose_kernels_end_before_its_host_work_keeps_its_hold():
     """Host work, a short kernel, more host work: the stream is idle when the op returns, yet the
     op never waited for the GPU. Its GPU time is its kernel's, not the host work before it."""
+
     def host_heavy(ms):
         time.sleep(0.002)
         _gpu_busy(ms)
@@ -411,8 +444,9 @@ def test_an_op_whose_kernels_end_before_its_host_work_keeps_its_hold():
 @pytest.mark.gpu
 @pytest.mark.timed
 def test_host_bound_call_is_charged_the_host_time():
-    timing = bench.time_op(lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5,
-                            device="cuda")
+    timing = bench.time_op(
+        lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5, device="cuda"
+    )
     assert timing.host_bound and timing.median_ms >= 5.0, timing
     table = bench.format_table([bench.Row("slow host", 1 << 20, timing, timing)])
     assert "*" in table.splitlines()[2] and "host-bound" in table.splitlines()[3]
@@ -430,8 +464,9 @@ def _busy_on_a_side_stream(ms: float):
     bench._hold_stream(0.05)
 
 
-@pytest.mark.parametrize("wholes, unseen, median", [([1.0], False, 0.9), ([5.0, 1.0], False, 0.9),
-                                                    ([5.0, 4.0], True, 4.0)])
+@pytest.mark.parametrize(
+    "wholes, unseen, median", [([1.0], False, 0.9), ([5.0, 1.0], False, 0.9), ([5.0, 4.0], True, 4.0)]
+)
 def test_a_slow_set_of_whole_calls_is_judged_by_a_second(monkeypatch, wholes, unseen, median):
     """Whole calls over the events' time say that work was missed only when a second set agrees: a
     hiccup slows one set, hidden work both. (The GPU's timers faked: this runs on the CPU.)"""
@@ -496,7 +531,9 @@ def test_a_reference_that_cannot_run_leaves_the_perf_cases_not_run(tmp_path):
     not run with the reason, and nothing else of the grading."""
     folder = tmp_path / "solutions" / "perf_toy_broken"
     folder.mkdir(parents=True)
-    (folder / "unit.toml").write_text('title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n')
+    (folder / "unit.toml").write_text(
+        'title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n'
+    )
     (folder / "public_tests.py").write_text(TOY_SPEC)
     (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
     (folder / "row_softmax.py").write_text("raise RuntimeError('the reference is broken')\n")
@@ -560,8 +597,11 @@ def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, mon
     submission = tmp_path / "fast"
     submission.mkdir()
     (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
-    result = grade(str(submission), unit, GradeOptions(seed=3, work=str(tmp_path / "work"), has_gpu=False,
-                                                       tests=("cpu_values", "cpu_perf")))
+    result = grade(
+        str(submission),
+        unit,
+        GradeOptions(seed=3, work=str(tmp_path / "work"), has_gpu=False, tests=("cpu_values", "cpu_perf")),
+    )
     # Both ran against the fetched reference (how fast the toy ran is not this test's concern:
     # other tests share the machine's cores).
     judged = {t.name for t in result.tests if t.passed or t.fraction is not None}

@@ -1,8 +1,8 @@
 """day05's launch plans as the GPU makes them: each row length is planned once per process,
 and what one plan asks of the GPU must not undo another's."""
+
 import pytest
 import torch
-
 from helpers import built_unit
 
 pytestmark = [pytest.mark.day05, pytest.mark.gpu]
@@ -19,7 +19,8 @@ def test_a_row_length_planned_after_another_leaves_its_launch_possible(build_roo
         _, mean, rstd = module._ext.forward(x, gamma, beta, 1e-5)
         dy = torch.randn_like(x)
         got = module._ext.backward(dy, x, gamma, mean, rstd)
-        expected = torch.ops.aten.native_layer_norm_backward(dy, x, (cols,), mean[:, None], rstd[:, None], gamma, beta,
-                                                             (True, True, True))
+        expected = torch.ops.aten.native_layer_norm_backward(
+            dy, x, (cols,), mean[:, None], rstd[:, None], gamma, beta, (True, True, True)
+        )
         for name, g, e in zip(("dx", "dgamma", "dbeta"), got, expected):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4, msg=lambda m: f"D = {cols}, {name}: {m}")

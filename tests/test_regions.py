@@ -42,22 +42,29 @@ def test_a_planted_bug_is_in_the_template_and_fixed_in_the_solution():
     assert "i < n;" in regions.solution_text(BUGGY) and "n - 1" not in regions.solution_text(BUGGY)
     template = regions.template_text(BUGGY)
     assert "i < n - 1;" in template and "i < n;" not in template and "BUG" not in template
-    assert regions.planted_bugs(BUGGY) == {"stops_early": ("  for (int i = 0; i < n; ++i) total += i;\n",
-                                                          "  for (int i = 0; i < n - 1; ++i) total += i;\n")}
+    assert regions.planted_bugs(BUGGY) == {
+        "stops_early": (
+            "  for (int i = 0; i < n; ++i) total += i;\n",
+            "  for (int i = 0; i < n - 1; ++i) total += i;\n",
+        )
+    }
     assert regions.stubs(BUGGY) == [] and regions.solution_lines(BUGGY) == 0
     assert regions.bugged_text(BUGGY) == template  # no TODO here: the starter is the solution, bugged
 
 
-@pytest.mark.parametrize("broken, complaint", [
-    ("// BEGIN SOLUTION\nx\n", "never closed"),
-    ("// END SOLUTION\n", "unexpected 'END SOLUTION'"),
-    ("// BEGIN SOLUTION\n// BEGIN SOLUTION\n", "unexpected 'BEGIN SOLUTION'"),
-    ("// STUB\n", "unexpected 'STUB'"),
-    ("// BEGIN BUG\nx\n// PLANTED\ny\n// END BUG\n", "names its bug"),
-    ("// BEGIN BUG a\nx\n// END BUG\n", "unexpected 'END BUG'"),
-    ("// BEGIN BUG a\nx\n// PLANTED\ny\n", "never closed"),
-    ("// BEGIN SOLUTION a\nx\n// END SOLUTION\n", "only BEGIN BUG takes a name"),
-])
+@pytest.mark.parametrize(
+    "broken, complaint",
+    [
+        ("// BEGIN SOLUTION\nx\n", "never closed"),
+        ("// END SOLUTION\n", "unexpected 'END SOLUTION'"),
+        ("// BEGIN SOLUTION\n// BEGIN SOLUTION\n", "unexpected 'BEGIN SOLUTION'"),
+        ("// STUB\n", "unexpected 'STUB'"),
+        ("// BEGIN BUG\nx\n// PLANTED\ny\n// END BUG\n", "names its bug"),
+        ("// BEGIN BUG a\nx\n// END BUG\n", "unexpected 'END BUG'"),
+        ("// BEGIN BUG a\nx\n// PLANTED\ny\n", "never closed"),
+        ("// BEGIN SOLUTION a\nx\n// END SOLUTION\n", "only BEGIN BUG takes a name"),
+    ],
+)
 def test_malformed_regions_are_reported_with_their_line(broken, complaint):
     for render in (regions.template_text, regions.planted_bugs):
         with pytest.raises(regions.RegionError, match=complaint):

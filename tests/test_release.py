@@ -1,5 +1,6 @@
 """The student bundle holds what students need and nothing the grader keeps: no solution
 region, no hidden test's name, no reference source, no mutant."""
+
 import io
 import os
 import re
@@ -45,10 +46,17 @@ def _unit_part(bundle, unit) -> str:
     `[given]` solved to a later unit), so each unit is checked against its own part."""
     notebook = nbformat.reads(bundle[f"notebooks/{unit.name}.ipynb"], as_version=4)
     mine = (f"src_templates/{unit.name}/", f"public_tests/{unit.name}/", "public_tests/common/", "README.md")
-    runtime = [text for path, text in bundle.items() if path.startswith("runtime/")
-               and ("/units/" not in path or f"/units/{unit.name}/" in path or "/units/common/" in path)]
-    return "\n".join([cell.source for cell in notebook.cells] + runtime
-                      + [text for path, text in bundle.items() if path.startswith(mine)])
+    runtime = [
+        text
+        for path, text in bundle.items()
+        if path.startswith("runtime/")
+        and ("/units/" not in path or f"/units/{unit.name}/" in path or "/units/common/" in path)
+    ]
+    return "\n".join(
+        [cell.source for cell in notebook.cells]
+        + runtime
+        + [text for path, text in bundle.items() if path.startswith(mine)]
+    )
 
 
 def _lines(text: str) -> set[str]:
@@ -73,8 +81,14 @@ def test_bundle_has_every_units_student_material(bundle):
         assert f"public_tests/{unit.name}/public_tests.py" in bundle
         assert release.colab_url(REPOSITORY, "main", unit) in bundle["README.md"]
     assert "cuda-extensions-course/cuda-extensions-course" not in bundle["README.md"]
-    assert {path.split("/")[0] for path in bundle} == {"README.md", "notebooks", "src_templates", "public_tests",
-                                                       "runtime", release.MARKER}
+    assert {path.split("/")[0] for path in bundle} == {
+        "README.md",
+        "notebooks",
+        "src_templates",
+        "public_tests",
+        "runtime",
+        release.MARKER,
+    }
 
 
 def test_no_solution_region_or_reference_source(bundle):
@@ -117,10 +131,13 @@ def test_no_mutant(bundle, tmp_path):
                 assert not leaked, f"{unit.name}: mutant {mutant.name}'s code is in the bundle: {sorted(leaked)[:2]}"
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["--unit", "day01_relu_bias", "--all"], "or pass --all for every unit"),
-    ([], "name the units to release"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--unit", "day01_relu_bias", "--all"], "or pass --all for every unit"),
+        ([], "name the units to release"),
+    ],
+)
 def test_units_are_named_or_all_asked_for(tmp_path, capsys, argv, said):
     """Never every unit by default: day03's starter code holds day02's solved files."""
     with pytest.raises(SystemExit):

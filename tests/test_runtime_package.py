@@ -1,5 +1,6 @@
 """The runtime is one versioned package: notebooks pin it, a release carries its wheel, and a
 Python that has never seen this checkout installs it from the release, as Colab does."""
+
 import json
 import os
 import re
@@ -13,8 +14,8 @@ import pytest
 
 import course
 from course.authoring import release, runtime_package
-from course.spec import units
 from course.authoring.generate import notebook_paths
+from course.spec import units
 
 UNITS = units.all_units()
 PIN = re.compile(r"^RUNTIME = '([^']+)'", re.M)
@@ -57,8 +58,12 @@ def test_the_release_carries_the_wheel_its_notebooks_pin(released):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         record = archive.read(next(name for name in names if name.endswith("/RECORD"))).decode()
-    assert {"course/notebook.py", "course/_version.py", "course/units/day02_layernorm_forward/public_tests.py",
-            "course/units/common/layernorm_tests.py"} <= names
+    assert {
+        "course/notebook.py",
+        "course/_version.py",
+        "course/units/day02_layernorm_forward/public_tests.py",
+        "course/units/common/layernorm_tests.py",
+    } <= names
     assert not any("hidden_tests" in name or "/authoring/" in name or name.startswith("autograder") for name in names)
     assert all(name in record for name in names)
 
@@ -70,11 +75,13 @@ def test_the_wheel_imports_nothing_it_does_not_hold(released, tmp_path):
     with zipfile.ZipFile(released / "runtime" / runtime_package.wheel_name(course.__version__)) as archive:
         archive.extractall(target)
     modules = [path.removesuffix(".py").replace("/", ".") for path in runtime_package.runtime_modules()]
-    script = (f"import sys; sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()['purelib']!r}]\n"
-              "import importlib, course, course.suites as suites\n"
-              f"for name in {[m.removesuffix('.__init__') for m in modules]!r}: importlib.import_module(name)\n"
-              f"assert course.__file__.startswith({str(target)!r}), course.__file__\n"
-              "print(len(suites.import_suite(suites.public_root(), 'day02_layernorm_forward', hidden=False).CASES))\n")
+    script = (
+        f"import sys; sys.path[:0] = [{str(target)!r}, {sysconfig.get_paths()['purelib']!r}]\n"
+        "import importlib, course, course.suites as suites\n"
+        f"for name in {[m.removesuffix('.__init__') for m in modules]!r}: importlib.import_module(name)\n"
+        f"assert course.__file__.startswith({str(target)!r}), course.__file__\n"
+        "print(len(suites.import_suite(suites.public_root(), 'day02_layernorm_forward', hidden=False).CASES))\n"
+    )
     # -S: no site processing, so no editable install of this checkout is on the path.
     done = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -91,15 +98,17 @@ def test_a_fresh_python_installs_the_runtime_from_the_release(released, tmp_path
     check = "\nimport course.suites as suites\nprint(suites.public_root())"
     env = dict(os.environ, COURSE_RELEASE=str(released / "runtime"), PYTHONPATH="")
     for _ in range(2):  # the second run finds the version installed and installs nothing
-        done = subprocess.run([str(venv / "bin" / "python"), "-c", cell + check], capture_output=True, text=True,
-                              cwd=tmp_path, env=env)
+        done = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", cell + check], capture_output=True, text=True, cwd=tmp_path, env=env
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         assert f"course runtime {course.__version__}" in done.stdout
         assert str(venv) in done.stdout.splitlines()[-1]
     env["COURSE_RELEASE"] = str(tmp_path / "nowhere")
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "course-runtime"], check=True)
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", cell], capture_output=True, text=True, cwd=tmp_path,
-                          env=env)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", cell], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
     assert done.returncode != 0 and "nowhere" in done.stderr
 
 

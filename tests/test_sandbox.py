@@ -1,10 +1,10 @@
 """The sandbox every build and test process of a grading runs in (autograder/sandbox.py): what
 a run may write and read, its limits, its output, and nothing of it left once it ends."""
+
 import json
 import os
 import shutil
 import site
-import sys
 import tempfile
 
 import pytest
@@ -24,8 +24,14 @@ def sandbox(tmp_path):
 
 def _run(sandbox, tmp_path, code: str, limits=LIMITS, timeout=60):
     folder = sandbox.folder(str(tmp_path), "run_")
-    exit_code, output = sandbox.run(python_command("-c", code), timeout=timeout, writable=[folder], cwd=folder,
-                                    env=dict(os.environ, GRADER_SECRET="hunter2"), limits=limits)
+    exit_code, output = sandbox.run(
+        python_command("-c", code),
+        timeout=timeout,
+        writable=[folder],
+        cwd=folder,
+        env=dict(os.environ, GRADER_SECRET="hunter2"),
+        limits=limits,
+    )
     return exit_code, output, folder
 
 
@@ -50,8 +56,12 @@ def test_a_sandbox_is_found_and_none_only_when_asked(sandbox):
 
 
 def test_a_run_writes_only_its_folder_and_sees_no_secret(sandbox, tmp_path):
-    targets = [os.path.join(REPO, "course", "planted.py"), os.path.join(site.getsitepackages()[0], "planted.pth"),
-               str(tmp_path / "beside_the_run"), os.path.join(os.path.expanduser("~"), "planted")]
+    targets = [
+        os.path.join(REPO, "course", "planted.py"),
+        os.path.join(site.getsitepackages()[0], "planted.pth"),
+        str(tmp_path / "beside_the_run"),
+        os.path.join(os.path.expanduser("~"), "planted"),
+    ]
     code = f"""
 import json, os
 wrote = []
@@ -87,8 +97,15 @@ print(json.dumps({"triton": folder, "inductor": os.environ.get("TORCHINDUCTOR_CA
 
     def run(jit_cache):
         folder = sandbox.folder(str(tmp_path), "run_")
-        exit_code, output = sandbox.run(python_command("-c", code), timeout=60, writable=[folder, shared], cwd=folder,
-                                        env=env, limits=LIMITS, jit_cache=jit_cache)
+        exit_code, output = sandbox.run(
+            python_command("-c", code),
+            timeout=60,
+            writable=[folder, shared],
+            cwd=folder,
+            env=env,
+            limits=LIMITS,
+            jit_cache=jit_cache,
+        )
         assert exit_code == 0, output
         return folder, json.loads(output.strip().splitlines()[-1])
 
@@ -128,8 +145,9 @@ print(json.dumps({"read": open(path).read(), "wrote": wrote}))
 """
     try:
         folder = box.folder(str(tmp_path), "run_")
-        exit_code, output = box.run(python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env,
-                                    limits=LIMITS, ccache=True)
+        exit_code, output = box.run(
+            python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env, limits=LIMITS, ccache=True
+        )
     finally:
         box.close()
     assert exit_code == 0, output
@@ -139,12 +157,23 @@ print(json.dumps({"read": open(path).read(), "wrote": wrote}))
 def test_processes_a_run_leaves_are_killed(sandbox, tmp_path):
     folder = sandbox.folder(str(tmp_path), "run_")
     # a detached grandchild (new session, double fork) and a plain child, both outliving the run
-    exit_code, output = sandbox.run(["sh", "-c", "(setsid sleep 301.5 &); sleep 302.5 & echo started"],
-                                    timeout=30, writable=[folder], cwd=folder, env=dict(os.environ), limits=LIMITS)
+    exit_code, output = sandbox.run(
+        ["sh", "-c", "(setsid sleep 301.5 &); sleep 302.5 & echo started"],
+        timeout=30,
+        writable=[folder],
+        cwd=folder,
+        env=dict(os.environ),
+        limits=LIMITS,
+    )
     assert exit_code == 0 and "started" in output
     assert _alive("301.5") == [] and _alive("302.5") == []
-    run = sandbox.start(["sh", "-c", "(setsid sleep 303.5 &); sleep 304.5"], writable=[folder], cwd=folder,
-                        env=dict(os.environ), limits=LIMITS)
+    run = sandbox.start(
+        ["sh", "-c", "(setsid sleep 303.5 &); sleep 304.5"],
+        writable=[folder],
+        cwd=folder,
+        env=dict(os.environ),
+        limits=LIMITS,
+    )
     assert run.wait(1) is None  # still running: stopped, with all it started
     assert _alive("303.5") == [] and _alive("304.5") == []
 
@@ -165,8 +194,9 @@ def test_memory_beyond_the_limit_cannot_be_had(sandbox, tmp_path):
 def test_cpu_time_and_file_size_are_limited(sandbox, tmp_path):
     exit_code, _, _ = _run(sandbox, tmp_path, "while True: pass", limits=Limits(cpu_seconds=1), timeout=30)
     assert exit_code is not None and exit_code < 0  # SIGXCPU, then SIGKILL at the hard limit
-    exit_code, output, _ = _run(sandbox, tmp_path, "open('big', 'wb').write(bytes(2 << 20))",
-                                limits=Limits(cpu_seconds=60, file_bytes=1 << 20))
+    exit_code, output, _ = _run(
+        sandbox, tmp_path, "open('big', 'wb').write(bytes(2 << 20))", limits=Limits(cpu_seconds=60, file_bytes=1 << 20)
+    )
     assert exit_code == 1 and "File too large" in output
 
 
@@ -174,17 +204,24 @@ def test_processes_are_limited_with_a_uid_of_its_own(sandbox, tmp_path):
     if sandbox.uid is None:
         pytest.skip("the sandbox runs as the grader's own user here: no process limit of its own")
     folder = sandbox.folder(str(tmp_path), "run_")
-    exit_code, output = sandbox.run(["sh", "-c", "for i in $(seq 50); do sleep 5 & done; wait"], timeout=30,
-                                    writable=[folder], cwd=folder, env=dict(os.environ),
-                                    limits=Limits(cpu_seconds=60, processes=20))
+    exit_code, output = sandbox.run(
+        ["sh", "-c", "for i in $(seq 50); do sleep 5 & done; wait"],
+        timeout=30,
+        writable=[folder],
+        cwd=folder,
+        env=dict(os.environ),
+        limits=Limits(cpu_seconds=60, processes=20),
+    )
     assert "fork" in output.lower(), output
 
 
 def test_no_network_in_bwrap(sandbox, tmp_path):
     if sandbox.mode != "bwrap":
         pytest.skip("only bubblewrap takes the network away")
-    code = ("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n    print('connected')\n"
-            "except OSError as error:\n    print(error)")
+    code = (
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n    print('connected')\n"
+        "except OSError as error:\n    print(error)"
+    )
     exit_code, output, _ = _run(sandbox, tmp_path, code)
     assert exit_code == 0 and "connected" not in output and "unreachable" in output.lower()
 
@@ -197,8 +234,14 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
     box = Sandbox("uid", uid, _lock=lock)
     try:
         folder = box.folder(str(tmp_path), "run_")
-        exit_code, output = box.run(["sh", "-c", "id -u; (setsid sleep 305.5 &); touch mine; touch ../theirs"],
-                                    timeout=30, writable=[folder], cwd=folder, env=dict(os.environ), limits=LIMITS)
+        exit_code, output = box.run(
+            ["sh", "-c", "id -u; (setsid sleep 305.5 &); touch mine; touch ../theirs"],
+            timeout=30,
+            writable=[folder],
+            cwd=folder,
+            env=dict(os.environ),
+            limits=LIMITS,
+        )
         assert exit_code != 0 and output.split()[0] == str(uid) != str(os.getuid())
         assert os.path.exists(os.path.join(folder, "mine")) and not os.path.exists(tmp_path / "theirs")
         assert _alive("305.5") == []
@@ -216,8 +259,9 @@ def test_processes_of_a_killed_grader_end_when_its_uid_is_taken_again(tmp_path):
     taken = []
     try:
         folder = box.folder(str(tmp_path), "run_")
-        run = box.start(["sh", "-c", "(setsid sleep 306.5 &)"], writable=[folder], cwd=folder,
-                        env=dict(os.environ), limits=LIMITS)
+        run = box.start(
+            ["sh", "-c", "(setsid sleep 306.5 &)"], writable=[folder], cwd=folder, env=dict(os.environ), limits=LIMITS
+        )
         run.process.wait()
         lock.close()  # its grader is gone, and never ended the sleep
         assert _alive("306.5")
@@ -243,8 +287,10 @@ def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
     try:
         if box.mode != "bwrap":
             pytest.skip("only bubblewrap can hide files any user may read")
-        secret = [os.path.join(unit.folder, name)
-                  for name in ("answers.md", "mutants.toml", "relu_bias.cu", "hidden_tests.py")]
+        secret = [
+            os.path.join(unit.folder, name)
+            for name in ("answers.md", "mutants.toml", "relu_bias.cu", "hidden_tests.py")
+        ]
         secret.append(os.path.join(unit.solutions, "day05_layernorm_performance", "hidden_tests.py"))
         code = f"""
 import json, os
@@ -291,7 +337,8 @@ def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data
             assert not runs.hint and not runs.error_words and not runs.needs
             spoilers = case.params.get("bad")
             assert {k: v for k, v in runs.params.items() if k != "bad"} == {
-                k: v for k, v in case.params.items() if k != "bad"}
+                k: v for k, v in case.params.items() if k != "bad"
+            }
             if not isinstance(spoilers, dict):
                 assert runs.params.get("bad") == spoilers
                 continue
@@ -299,8 +346,11 @@ def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data
             for name, spoil in spoilers.items():
                 again = runs.params["bad"][name](inputs[name])
                 want = spoil(inputs[name])
-                same = (torch.equal(again, want) and again.stride() == want.stride()
-                        if isinstance(want, torch.Tensor) else again == want or again != again and want != want)
+                same = (
+                    torch.equal(again, want) and again.stride() == want.stride()
+                    if isinstance(want, torch.Tensor)
+                    else again == want or again != again and want != want
+                )
                 assert same, f"{unit.name}: {case.name}: {name}"
 
 

@@ -1,10 +1,11 @@
 """The graded sanitizer cases' verdicts come from the tool's exit code: a stand-in for
 compute-sanitizer, on a machine without a GPU, exits as the real one would."""
-import os
+
 import stat
 
 import pytest
 import torch
+from helpers import sample_class_problems
 
 from autograder import sanitized
 from autograder.deadline import Deadline
@@ -13,7 +14,6 @@ from autograder.sandbox import Sandbox
 from course.judge import Verdict
 from course.sanitize import ERROR_EXIT, SANITIZER
 from course.spec import mutants, units
-from helpers import sample_class_problems
 
 UNIT = units.load("day04_layernorm_edge_cases")
 SPEC = UNIT.tests()
@@ -37,14 +37,21 @@ def _verdicts(tmp_path, monkeypatch, script):
     torch.save({"outputs": ()}, tmp_path / "ran.pt")
     torch.save({"exception": "RuntimeError: TODO(day04): ..."}, tmp_path / "raised.pt")
     tool = tmp_path / "fake-sanitizer"
-    tool.write_text("#!/bin/sh\n" + script.replace("ran.pt", str(tmp_path / "ran.pt"))
-                    .replace("raised.pt", str(tmp_path / "raised.pt")))
+    tool.write_text(
+        "#!/bin/sh\n"
+        + script.replace("ran.pt", str(tmp_path / "ran.pt")).replace("raised.pt", str(tmp_path / "raised.pt"))
+    )
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setattr(sanitized, "find_sanitizer", lambda: str(tool))
     env = child_env(None)
     sandbox = Sandbox.open("none", str(tmp_path), env=env)
-    load = {"solutions": UNIT.solutions, "unit": UNIT.name, "plan": UNIT.plan().to_json(), "built": None,
-            "source_dir": str(tmp_path)}
+    load = {
+        "solutions": UNIT.solutions,
+        "unit": UNIT.name,
+        "plan": UNIT.plan().to_json(),
+        "built": None,
+        "source_dir": str(tmp_path),
+    }
     args = dict(load=load, sandbox=sandbox, work=str(tmp_path), env=env, deadline=Deadline(300), shared=())
     try:
         verdicts, seconds = sanitized.sanitized_verdicts(SPEC, CASES, args, 1, _judged_by_its_kind)
@@ -61,8 +68,9 @@ def test_a_clean_exit_after_every_case_passes(tmp_path, monkeypatch):
 
 def test_an_op_that_raised_on_its_cases_gets_no_points_for_a_clean_report(tmp_path, monkeypatch):
     verdicts = _verdicts(tmp_path, monkeypatch, RAISED + "exit 0\n")
-    assert all(not v.passed and "nothing to vouch for" in v.message and "TODO(day04)" in v.message
-               for v in verdicts.values()), verdicts
+    assert all(
+        not v.passed and "nothing to vouch for" in v.message and "TODO(day04)" in v.message for v in verdicts.values()
+    ), verdicts
 
 
 def test_the_tool_s_error_exit_fails_with_its_report(tmp_path, monkeypatch):
@@ -72,8 +80,11 @@ def test_the_tool_s_error_exit_fails_with_its_report(tmp_path, monkeypatch):
     assert all("Invalid __global__ read" in v.message and "reported errors" in v.message for v in verdicts.values())
 
 
-@pytest.mark.parametrize("script", ["exit 0\n", COMPLETE + "kill -9 $$\n", COMPLETE + "exit 3\n"],
-                         ids=["clean_exit_with_cases_missing", "killed", "other_exit"])
+@pytest.mark.parametrize(
+    "script",
+    ["exit 0\n", COMPLETE + "kill -9 $$\n", COMPLETE + "exit 3\n"],
+    ids=["clean_exit_with_cases_missing", "killed", "other_exit"],
+)
 def test_a_run_that_did_not_finish_fails(tmp_path, monkeypatch, script):
     verdicts = _verdicts(tmp_path, monkeypatch, script)
     assert all(not v.passed and "did not finish" in v.message for v in verdicts.values()), verdicts

@@ -1,12 +1,13 @@
 """compute-sanitizer over the references' small CUDA cases: clean under memcheck and racecheck;
 and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool it names. A bug
 the tests find instead is graded with the mutants (tests/test_autograder.py)."""
+
 import pytest
+from conftest import HAS_GPU
 
 from autograder import report
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
-from conftest import HAS_GPU
 from course.lab import TESTS
 from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
 from course.spec import mutants, units
@@ -14,8 +15,9 @@ from course.spec import mutants, units
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
 PLANTED = [(unit, bug) for unit in units.all_units() for bug in mutants.load_planted(unit).values()]
 SANITIZED_BUGS = [(unit, bug) for unit, bug in PLANTED if bug.found_by in TOOLS]
-needs_sanitizer = pytest.mark.skipif(not HAS_GPU or find_sanitizer() is None,
-                                     reason="needs a GPU and compute-sanitizer")
+needs_sanitizer = pytest.mark.skipif(
+    not HAS_GPU or find_sanitizer() is None, reason="needs a GPU and compute-sanitizer"
+)
 
 
 @pytest.mark.parametrize("unit, bug", PLANTED, ids=lambda p: getattr(p, "name", ""))
@@ -54,8 +56,11 @@ def test_planted_bug_is_found_by_its_tool(unit, bug, tmp_path):
     assert not report.clean, f"{bug.found_by} found nothing in {bug.name}:\n{report.output}"
 
 
-GRADED_BUGS = [(unit, bug) for unit, bug in SANITIZED_BUGS
-               if any(case.kind == SANITIZER and case.params["tool"] == bug.found_by for case in unit.tests().CASES)]
+GRADED_BUGS = [
+    (unit, bug)
+    for unit, bug in SANITIZED_BUGS
+    if any(case.kind == SANITIZER and case.params["tool"] == bug.found_by for case in unit.tests().CASES)
+]
 
 
 @needs_sanitizer

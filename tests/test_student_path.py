@@ -3,6 +3,7 @@
 The whole path runs for day01 in the default suite; day02 and day06 (the other CPU paths that
 build C++ and CUDA) are `slow`: `pytest -m slow tests/test_student_path.py` runs them.
 """
+
 import json
 import os
 import subprocess
@@ -13,11 +14,11 @@ import pytest
 import torch
 
 from course.authoring import generate, kernel_limits, run_notebook
-from course.spec import regions, units
 from course.authoring.solved_notebook import TemplateDrift, solved
 from course.authoring.student_path import Options, build_seconds, kernel_environ, main, parse, run_units
 from course.authoring.student_path_report import UnitRun, read_verdict, summary_line, write_summary
 from course.notebook import SOURCE_MAGIC
+from course.spec import regions, units
 
 DAY01 = "day01_relu_bias"
 
@@ -54,10 +55,16 @@ def test_pieces_join_into_the_template_and_the_solution(unit):
 
 
 def test_pieces_name_stubless_regions_and_bugs():
-    text = ("a\n# BEGIN SOLUTION\nx = 1\n# END SOLUTION\nb\n"
-            "# BEGIN BUG off_by_one\ny = n\n# PLANTED\ny = n - 1\n# END BUG\n")
-    assert regions.pieces(text) == [("plain", "a\n", "a\n"), ("solution", "", "x = 1\n"), ("plain", "b\n", "b\n"),
-                                    ("bug", "y = n - 1\n", "y = n\n")]
+    text = (
+        "a\n# BEGIN SOLUTION\nx = 1\n# END SOLUTION\nb\n"
+        "# BEGIN BUG off_by_one\ny = n\n# PLANTED\ny = n - 1\n# END BUG\n"
+    )
+    assert regions.pieces(text) == [
+        ("plain", "a\n", "a\n"),
+        ("solution", "", "x = 1\n"),
+        ("plain", "b\n", "b\n"),
+        ("bug", "y = n - 1\n", "y = n\n"),
+    ]
 
 
 @pytest.mark.parametrize("name", [unit.name for unit in units.all_units()])
@@ -72,9 +79,12 @@ def test_a_solved_student_notebook_holds_the_solutions(name):
 def test_a_template_changed_outside_its_regions_is_refused():
     notebook = student_notebook(DAY01)
     edit_cell(notebook, "relu_bias.cu", "#include <ATen/OpMathType.h>", "#include <ATen/OpMathType.h>  // moved")
-    with pytest.raises(TemplateDrift, match=r"day01_relu_bias/relu_bias.cu: the notebook's cell differs from "
-                                            r"solutions/day01_relu_bias/relu_bias.cu's template at its line \d+ "
-                                            r"\(outside the TODO regions\).*// moved.*make the release again"):
+    with pytest.raises(
+        TemplateDrift,
+        match=r"day01_relu_bias/relu_bias.cu: the notebook's cell differs from "
+        r"solutions/day01_relu_bias/relu_bias.cu's template at its line \d+ "
+        r"\(outside the TODO regions\).*// moved.*make the release again",
+    ):
         solved(notebook, units.load(DAY01), "s1")
 
 
@@ -131,8 +141,14 @@ def results_json(tests: list[dict], perf: dict | None = None) -> dict:
 
 
 def entry(name, score, max_score, status, output="", tags=("group", "cpu")):
-    return {"name": name, "score": score, "max_score": max_score, "status": status, "output": output,
-            "tags": list(tags)}
+    return {
+        "name": name,
+        "score": score,
+        "max_score": max_score,
+        "status": status,
+        "output": output,
+        "tags": list(tags),
+    }
 
 
 def verdict(tmp_path, tests, gpus, perf=None) -> UnitRun:
@@ -144,48 +160,89 @@ def verdict(tmp_path, tests, gpus, perf=None) -> UnitRun:
 
 
 def test_a_perf_case_passes_by_its_score_and_gpu_cases_count_as_not_run_without_a_gpu(tmp_path):
-    tests = [entry("build", 1, 1, "passed", tags=("build",)),
-             entry("cpu_small", 1, 1, "passed"),
-             entry("perf_large", 0.4, 2, "passed", "yours 1 ms", tags=("perf", "cuda")),
-             entry("cuda_small", 0, 1, "failed", "not run: no GPU on the grading machine", tags=("g", "cuda")),
-             entry("two_gpus", 0, 1, "failed", "not run: needs cuda:1, and the grading machine shows 1 GPU(s)",
-                   tags=("g", "cuda:1")),
-             entry("racecheck", 0, 1, "failed", "not run: compute-sanitizer is not on the grading machine",
-                   tags=("sanitizer", "cuda")),
-             entry("written_q1", 0, 0, "failed", "no answer to grade: why?", tags=("written", "manual"))]
+    tests = [
+        entry("build", 1, 1, "passed", tags=("build",)),
+        entry("cpu_small", 1, 1, "passed"),
+        entry("perf_large", 0.4, 2, "passed", "yours 1 ms", tags=("perf", "cuda")),
+        entry("cuda_small", 0, 1, "failed", "not run: no GPU on the grading machine", tags=("g", "cuda")),
+        entry(
+            "two_gpus",
+            0,
+            1,
+            "failed",
+            "not run: needs cuda:1, and the grading machine shows 1 GPU(s)",
+            tags=("g", "cuda:1"),
+        ),
+        entry(
+            "racecheck",
+            0,
+            1,
+            "failed",
+            "not run: compute-sanitizer is not on the grading machine",
+            tags=("sanitizer", "cuda"),
+        ),
+        entry("written_q1", 0, 0, "failed", "no answer to grade: why?", tags=("written", "manual")),
+    ]
     result = verdict(tmp_path, tests, gpus=0, perf={"perf_large": {"ratio": 0.61}})
     assert result.ok and result.passed == 3 and result.perf == {"perf_large": 0.61}
-    assert result.not_run == {"no GPU on the grading machine": 1, "compute-sanitizer is not on the grading machine": 1,
-                              "needs cuda:1, and the grading machine shows 1 GPU(s)": 1}
+    assert result.not_run == {
+        "no GPU on the grading machine": 1,
+        "compute-sanitizer is not on the grading machine": 1,
+        "needs cuda:1, and the grading machine shows 1 GPU(s)": 1,
+    }
     result = verdict(tmp_path, tests, gpus=1)  # a GPU is here: the grader should have used it
     assert not result.ok and result.failed == ["cuda_small: not run: no GPU on the grading machine"]
-    assert result.not_run == {"needs cuda:1, and the grading machine shows 1 GPU(s)": 1,
-                              "compute-sanitizer is not on the grading machine": 1}
+    assert result.not_run == {
+        "needs cuda:1, and the grading machine shows 1 GPU(s)": 1,
+        "compute-sanitizer is not on the grading machine": 1,
+    }
 
 
 def test_a_slow_perf_case_a_failed_build_and_a_wrong_value_fail(tmp_path):
-    tests = [entry("build", 1, 1, "passed", tags=("build",)),
-             entry("perf_large", 0, 2, "failed", "0.50x the reference -> 0/2 points", tags=("perf", "cuda")),
-             entry("cpu_small", 0, 1, "failed", "max error 3 > 1e-5\nmore"),
-             entry("cpu_other", 0, 1, "failed", "not run: the build failed")]
+    tests = [
+        entry("build", 1, 1, "passed", tags=("build",)),
+        entry("perf_large", 0, 2, "failed", "0.50x the reference -> 0/2 points", tags=("perf", "cuda")),
+        entry("cpu_small", 0, 1, "failed", "max error 3 > 1e-5\nmore"),
+        entry("cpu_other", 0, 1, "failed", "not run: the build failed"),
+    ]
     result = verdict(tmp_path, tests, gpus=1)
     assert not result.ok and result.problem == "3 test(s) failed"
-    assert result.failed == ["perf_large: 0.50x the reference -> 0/2 points", "cpu_small: max error 3 > 1e-5",
-                             "cpu_other: not run: the build failed"]
-    assert not verdict(tmp_path, [entry("cuda_small", 0, 1, "failed", "not run: no GPU on the grading machine",
-                                        tags=("g", "cuda"))], gpus=0).ok  # nothing passed at all
+    assert result.failed == [
+        "perf_large: 0.50x the reference -> 0/2 points",
+        "cpu_small: max error 3 > 1e-5",
+        "cpu_other: not run: the build failed",
+    ]
+    assert not verdict(
+        tmp_path,
+        [entry("cuda_small", 0, 1, "failed", "not run: no GPU on the grading machine", tags=("g", "cuda"))],
+        gpus=0,
+    ).ok  # nothing passed at all
 
 
 def test_the_summary_has_a_line_and_a_row_per_unit_with_its_times(tmp_path):
-    passed = UnitRun("day01_relu_bias", ok=True, notebook_s=15.4, build_s=[1.4], grading_s=196.0,
-                     grading_build_s=167.3, score=21.0, max_score=50.5, passed=24, not_run={"no GPU on the grading machine": 30},
-                     perf={"perf_large": 0.912})
+    passed = UnitRun(
+        "day01_relu_bias",
+        ok=True,
+        notebook_s=15.4,
+        build_s=[1.4],
+        grading_s=196.0,
+        grading_build_s=167.3,
+        score=21.0,
+        max_score=50.5,
+        passed=24,
+        not_run={"no GPU on the grading machine": 30},
+        perf={"perf_large": 0.912},
+    )
     drifted = UnitRun("day02_layernorm_forward", problem="day02_layernorm_forward/layernorm.cu: the cell differs")
-    assert summary_line(passed) == ("day01_relu_bias: PASS; notebook 15.4 s (builds 1.4 s), grading 196 s "
-                                    "(build 167.3 s); 21/50.5 points, 24 passed, 30 not run, 0 failed; "
-                                    "perf perf_large 0.91x")
-    assert summary_line(drifted) == ("day02_layernorm_forward: FAIL; notebook - (builds none), grading - (build -); "
-                                     "day02_layernorm_forward/layernorm.cu: the cell differs")
+    assert summary_line(passed) == (
+        "day01_relu_bias: PASS; notebook 15.4 s (builds 1.4 s), grading 196 s "
+        "(build 167.3 s); 21/50.5 points, 24 passed, 30 not run, 0 failed; "
+        "perf perf_large 0.91x"
+    )
+    assert summary_line(drifted) == (
+        "day02_layernorm_forward: FAIL; notebook - (builds none), grading - (build -); "
+        "day02_layernorm_forward/layernorm.cu: the cell differs"
+    )
     write_summary(str(tmp_path), [passed, drifted], {"t4": True})
     table = (tmp_path / "summary.md").read_text()
     assert "| day01_relu_bias | PASS | 15.4 | 1.4 | 196 | 167.3 | 21/50.5 | 24 | 30 | 0 |" in table
@@ -222,8 +279,9 @@ def test_build_seconds_reads_each_build_the_notebook_printed():
 
 def test_the_kernel_of_a_release_run_cannot_import_the_checkouts_course(tmp_path):
     env = run_notebook.kernel_env(str(tmp_path), {"COURSE_RELEASE": str(tmp_path / "runtime")})
-    found = subprocess.run([sys.executable, "-c", "import course"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, check=False)
+    found = subprocess.run(
+        [sys.executable, "-c", "import course"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
     assert found.returncode != 0 and "the course runtime is not installed here" in found.stderr
 
 
@@ -231,21 +289,33 @@ def test_the_kernel_of_a_release_run_cannot_import_the_checkouts_course(tmp_path
 def test_kernel_limits_confine_every_thread_of_the_kernel(tmp_path):
     core = max(os.sched_getaffinity(0))
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(
-        "import os\nprint({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir('/proc/self/task')})")]
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "import os\nprint({tuple(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir('/proc/self/task')})"
+        )
+    ]
     nbformat.write(notebook, str(tmp_path / "limits.ipynb"))
-    environ = {"IPYTHONDIR": kernel_limits.startup_folder(str(tmp_path / "ipython")), kernel_limits.CORES: str(core),
-               kernel_limits.GPU_MEMORY: str(15 * 2**30)}  # left alone without a GPU, and no error
+    environ = {
+        "IPYTHONDIR": kernel_limits.startup_folder(str(tmp_path / "ipython")),
+        kernel_limits.CORES: str(core),
+        kernel_limits.GPU_MEMORY: str(15 * 2**30),
+    }  # left alone without a GPU, and no error
     ok, ran, error = run_notebook.run(str(tmp_path / "limits.ipynb"), str(tmp_path / "work"), 120, environ)
     assert ok and run_notebook.outputs_text(ran).strip() == f"{{({core},)}}", error
 
 
 def test_a_kernel_limit_that_cannot_be_set_is_reported_and_the_kernel_goes_on(tmp_path):
-    startup = os.path.join(kernel_limits.startup_folder(str(tmp_path)), "profile_default", "startup",
-                           "00-kernel-limits.py")
+    startup = os.path.join(
+        kernel_limits.startup_folder(str(tmp_path)), "profile_default", "startup", "00-kernel-limits.py"
+    )
     env = dict(os.environ, **{kernel_limits.CORES: "not-a-core"})
-    ran = subprocess.run([sys.executable, "-c", f"exec(open({startup!r}).read()); print('went on')"], env=env,
-                         capture_output=True, text=True, check=False)
+    ran = subprocess.run(
+        [sys.executable, "-c", f"exec(open({startup!r}).read()); print('went on')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ran.stdout == "went on\n" and "COURSE_KERNEL_CORES='not-a-core' not set" in ran.stderr
     assert kernel_limits.memory_fraction(15 * 2**30, 140 * 2**30) == pytest.approx(15 / 140)
     assert kernel_limits.memory_fraction(15 * 2**30, 8 * 2**30) == 1.0

@@ -1,4 +1,5 @@
 """The test suite's own set-up (tests/conftest.py)."""
+
 import os
 import subprocess
 import sys
@@ -6,25 +7,31 @@ import sys
 CONFTEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py")
 
 # Runs conftest's set-up for each (worker, WORKER_GPUS) and prints the GPUs it leaves visible.
-PROBE = """
+PROBE = f"""
 import os, runpy, sys
 for worker, gpus in [tuple(pair.split("=")) for pair in sys.argv[1:]]:
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
     os.environ.update(PYTEST_XDIST_WORKER=worker, WORKER_GPUS=gpus)
     try:
-        runpy.run_path(%r)
+        runpy.run_path({CONFTEST!r})
         print(os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
     except ValueError as error:
         print("error:", error)
-""" % CONFTEST
+"""
 
 
 def _probe(code: str, args: list[str], unset: str, **env: str) -> list[str]:
     """The lines `code` prints, run with `args` in a fresh interpreter, `unset` left out of its
     environment and `env` added."""
     base = {key: value for key, value in os.environ.items() if key != unset}
-    done = subprocess.run([sys.executable, "-c", code, *args], env={**base, **env}, capture_output=True, text=True,
-                          timeout=300, cwd=os.path.dirname(CONFTEST))
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.dirname(CONFTEST),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()
 
@@ -42,13 +49,13 @@ def test_worker_gpus_without_an_index_is_refused_by_name():
 
 
 # Runs conftest's set-up with PYTEST_XDIST_WORKER_COUNT and prints OMP_NUM_THREADS.
-THREADS_PROBE = """
+THREADS_PROBE = f"""
 import os, runpy, sys
 os.environ.update(PYTEST_XDIST_WORKER="gw0", PYTEST_XDIST_WORKER_COUNT=sys.argv[1])
-runpy.run_path(%r)
+runpy.run_path({CONFTEST!r})
 from autograder.sandbox import CPUS
 print(os.environ.get("OMP_NUM_THREADS", "unset"), CPUS)
-""" % CONFTEST
+"""
 
 
 def _threads(workers: str, **env: str) -> tuple[str, int]:

@@ -1,5 +1,6 @@
 """TODO gating: a COURSE_TODO blocks only the path it stands in, and the public test run lists
 every TODO once and names, per failed case, the ones in its way."""
+
 import os
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ COMMON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 # Markers as a .cpp file and a kernel file would hold them (#line renames the file the
 # compiler sees, as a .cu file's own markers would be named), then what each path reports.
-PROGRAM = r'''
+PROGRAM = r"""
 #include <cstdio>
 #include "course_todo.h"
 COURSE_TODO("day09: op.cpp, check_inputs: shared");
@@ -26,7 +27,7 @@ int main() {
   std::printf("[cpu]\n%s[cuda]\n%s[any]\n%s", course::todos_blocking(Fake{false}).c_str(),
               course::todos_blocking(Fake{true}).c_str(), course::pending_todo_message().c_str());
 }
-'''
+"""
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ here")
@@ -36,8 +37,11 @@ def test_a_todo_blocks_only_the_path_it_stands_in(tmp_path):
     output = subprocess.run([str(tmp_path / "todos")], capture_output=True, text=True, check=True).stdout
     sections = dict(part.split("]\n", 1) for part in output.split("[")[1:])
     names = {path: [line.split(", ")[1].split(":")[0] for line in text.splitlines()] for path, text in sections.items()}
-    assert names == {"cpu": ["check_inputs", "op_cpu"], "cuda": ["check_inputs", "op_cuda", "kernel"],
-                     "any": ["check_inputs", "op_cpu", "op_cuda", "kernel"]}
+    assert names == {
+        "cpu": ["check_inputs", "op_cpu"],
+        "cuda": ["check_inputs", "op_cuda", "kernel"],
+        "any": ["check_inputs", "op_cpu", "op_cuda", "kernel"],
+    }
 
 
 def test_the_list_holds_every_todo_of_the_template_in_file_order_and_none_of_the_solution(tmp_path):
@@ -53,11 +57,15 @@ def test_the_list_holds_every_todo_of_the_template_in_file_order_and_none_of_the
 
 
 def test_a_blocked_case_names_only_what_blocks_it():
-    error = RuntimeError("this op is not finished yet:\n"
-                         "TODO(day02): layernorm.cpp, check_inputs: check device, dtype, layout, then delete this line\n"
-                         "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel: compute mean: then delete\n")
-    assert _failure(error).message == ("blocked by TODO(day02): layernorm.cpp, check_inputs; "
-                                       "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel")
+    error = RuntimeError(
+        "this op is not finished yet:\n"
+        "TODO(day02): layernorm.cpp, check_inputs: check device, dtype, layout, then delete this line\n"
+        "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel: compute mean: then delete\n"
+    )
+    assert _failure(error).message == (
+        "blocked by TODO(day02): layernorm.cpp, check_inputs; "
+        "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel"
+    )
 
 
 def test_a_day01_student_with_only_the_kernel_left_passes_the_cpu_tests(tmp_path):

@@ -3,12 +3,12 @@ input handed back, or the answer computed in a lower precision fail."""
 
 import pytest
 import torch
+from helpers import load_spec
 
 from course.cases import INPUTS_UNCHANGED, make_input_sets
 from course.judge import all_within, describe_mismatch, judge, wrong_elements
 from course.ops import op_for
 from course.spec import units
-from helpers import load_spec
 
 SPECS = {u.name: load_spec(u.name) for u in units.all_units() if u.has_tests()}
 
@@ -18,8 +18,11 @@ def _value_cases():
         for case in spec.CASES:
             # The judge runs on the CPU whatever device the op ran on: GPU cases are checked here
             # too, those of up to 2^20 elements (the large ones repeat small ones' arithmetic).
-            if case.kind == "values" and set(case.checks) <= {INPUTS_UNCHANGED} \
-                    and (case.device == "cpu" or (case.elements is not None and case.elements <= 1 << 20)):
+            if (
+                case.kind == "values"
+                and set(case.checks) <= {INPUTS_UNCHANGED}
+                and (case.device == "cpu" or (case.elements is not None and case.elements <= 1 << 20))
+            ):
                 yield pytest.param(spec, case, id=f"{name}:{case.name}")
 
 
@@ -53,8 +56,10 @@ def test_exact_answer_passes_and_wrong_answers_fail(spec, case):
 
     has_float_inputs = any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in inputs.values())
     if has_float_inputs and all(d in (torch.float32, torch.float64) for d in dtypes if d.is_floating_point):
-        low = {k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-               for k, v in inputs.items()}
+        low = {
+            k: v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in inputs.items()
+        }
         lower = _cast(op.reference(low), dtypes)
         # Where rounding the inputs to bf16 changes no output (a softmax of one column is 1),
         # there is no bf16 error for the tolerance to catch.

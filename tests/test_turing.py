@@ -2,6 +2,7 @@
 only (sm_75 and compute_75 PTX, which the driver compiles for this GPU at load) passes its
 GPU cases; and day05's fused backward, built with a T4's 64 KB of shared memory a block,
 launches the T4's plans: no block over 64 KB, rows over 7680 split over several blocks."""
+
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import subprocess
 
 import pytest
 import torch
+from helpers import load_spec
 
 from course.harness import to_device
 from course.loading import build_and_load
@@ -16,7 +18,6 @@ from course.ops import call
 from course.public import run_case
 from course.sanitize import SANITIZER
 from course.spec import units
-from helpers import load_spec
 
 pytestmark = pytest.mark.gpu
 
@@ -37,8 +38,12 @@ def turing_build(name: str, root: str):
         unit.write("solution", source_dir)
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("TORCH_CUDA_ARCH_LIST", TURING_ARCH_LIST)
-            module, _ = build_and_load(unit.plan(), source_dir, build_dir,
-                                       extra_cuda_cflags=[f"-DLAYERNORM_MAX_SHARED_BYTES={T4_SHARED_BYTES}"])
+            module, _ = build_and_load(
+                unit.plan(),
+                source_dir,
+                build_dir,
+                extra_cuda_cflags=[f"-DLAYERNORM_MAX_SHARED_BYTES={T4_SHARED_BYTES}"],
+            )
         _built[name] = module, os.path.join(build_dir, name + ".so")
     return _built[name]
 
@@ -48,8 +53,12 @@ def _gpu_cases():
         for case in load_spec(unit.name).CASES:
             if case.device == "cuda" and case.kind not in ("perf", SANITIZER):  # timings, tools: not what this tests
                 # one worker builds each unit (under pytest-xdist's --dist loadgroup)
-                yield pytest.param(unit, case, id=f"{unit.name}:{case.name}",
-                                   marks=[getattr(pytest.mark, unit.day), pytest.mark.xdist_group(unit.name)])
+                yield pytest.param(
+                    unit,
+                    case,
+                    id=f"{unit.name}:{case.name}",
+                    marks=[getattr(pytest.mark, unit.day), pytest.mark.xdist_group(unit.name)],
+                )
 
 
 @pytest.mark.parametrize("unit, case", list(_gpu_cases()))
@@ -84,13 +93,13 @@ def test_turing_build_holds_turing_code_only(unit, build_root, nvcc):
 # (dtype, rows, cols, kernel on a T4). The fused kernel's running sums take 8 bytes a column of
 # each row in its block; a T4 leaves it 65280 (64 KB less 256 of its own for the row sums).
 T4_PLANS = [
-    (torch.float32, 64, 7680, "fused"),       # 480 threads x 16 columns: 61440 bytes
-    (torch.float32, 64, 7684, "fused"),       # one block would need 65536 bytes: two blocks of 256 threads
+    (torch.float32, 64, 7680, "fused"),  # 480 threads x 16 columns: 61440 bytes
+    (torch.float32, 64, 7684, "fused"),  # one block would need 65536 bytes: two blocks of 256 threads
     (torch.float16, 64, 7680, "fused"),
-    (torch.float16, 64, 8192, "fused"),       # split likewise
-    (torch.bfloat16, 40, 12288, "fused"),     # the wide plan (384 threads x 32 columns) would need 98304
-    (torch.float32, 64, 7683, "version 1"),   # not whole vectors: version 1 at any length over 32
-    (torch.float32, 4096, 1024, "fused"),     # short rows: 8 of them to a block would need 65536
+    (torch.float16, 64, 8192, "fused"),  # split likewise
+    (torch.bfloat16, 40, 12288, "fused"),  # the wide plan (384 threads x 32 columns) would need 98304
+    (torch.float32, 64, 7683, "version 1"),  # not whole vectors: version 1 at any length over 32
+    (torch.float32, 4096, 1024, "fused"),  # short rows: 8 of them to a block would need 65536
     (torch.bfloat16, 70000, 64, "fused"),
 ]
 KERNELS = {"fused": "layernorm_backward_fused_kernel", "version 1": "layernorm_backward_dx_kernel"}
@@ -110,8 +119,9 @@ def _kernel_launches(call, trace_path):
 
 
 @pytest.mark.xdist_group(PERF_UNIT)
-@pytest.mark.parametrize("dtype, rows, cols, expected", T4_PLANS,
-                         ids=[f"{str(d)[6:]}_{r}x{c}" for d, r, c, _ in T4_PLANS])
+@pytest.mark.parametrize(
+    "dtype, rows, cols, expected", T4_PLANS, ids=[f"{str(d)[6:]}_{r}x{c}" for d, r, c, _ in T4_PLANS]
+)
 def test_fused_backward_takes_the_t4_plan(dtype, rows, cols, expected, build_root, tmp_path):
     spec = load_spec(PERF_UNIT)
     module, _ = turing_build(PERF_UNIT, build_root)

@@ -1,12 +1,15 @@
 """A unit is one folder: a toy unit of each build and load kind, written into a temporary
 course, is generated, runs its public tests in its notebook and is graded, with no file
 outside its folder touched. A torch.ops unit rebuilds in one process and runs the new code."""
+
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+import toy_course
+from toy_course import TOYS, make_course, ops_source
 
 from autograder import reference, report, stored_build
 from autograder.grade import grade
@@ -16,8 +19,6 @@ from autograder.runner import POLL_SECONDS
 from course.authoring import generate
 from course.authoring.run_notebook import outputs_text, run
 from course.spec import mutants, units
-import toy_course
-from toy_course import TOYS, make_course, ops_source
 
 pytestmark = pytest.mark.autograder
 
@@ -82,9 +83,14 @@ def test_the_report_times_each_test_on_the_graders_clock(course, tmp_path):
     unit = units.load("toy03_python", course)
     unit.write("solution", str(tmp_path / "submission"))
     source = tmp_path / "submission" / "scale.py"
-    source.write_text("import time\n\n" + source.read_text().replace(
-        "    return 2 * x", "    if x.numel() == 8:  # cpu_scale_small alone, the first case\n        time.sleep(1.5)\n"
-        "    return 2 * x"))
+    source.write_text(
+        "import time\n\n"
+        + source.read_text().replace(
+            "    return 2 * x",
+            "    if x.numel() == 8:  # cpu_scale_small alone, the first case\n        time.sleep(1.5)\n"
+            "    return 2 * x",
+        )
+    )
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
     seconds = {test["name"]: test["extra_data"]["seconds"] for test in data["tests"]}
     assert data["score"] == 3 and seconds.keys() == {"build", "cpu_scale_small", "cpu_scale_long"}, report.table(result)
@@ -107,14 +113,30 @@ def test_a_build_kept_by_a_first_step_runs_in_the_next_without_building_again(na
     mutants.write(unit, mutant, str(tmp_path / "mutant"))
     (tmp_path / "builds").mkdir()
     for who in ("solution", "mutant"):
-        grade(str(tmp_path / who), unit, GradeOptions(seed=5, work=str(tmp_path / "work"), has_gpu=False,
-                                                      tests=("cpu_scale_small",),
-                                                      keep_build=str(tmp_path / "builds" / who)))
+        grade(
+            str(tmp_path / who),
+            unit,
+            GradeOptions(
+                seed=5,
+                work=str(tmp_path / "work"),
+                has_gpu=False,
+                tests=("cpu_scale_small",),
+                keep_build=str(tmp_path / "builds" / who),
+            ),
+        )
     monkeypatch.setattr(grade_module, "build_sources", lambda *args: pytest.fail("the perf step built again"))
     for who, passes in (("solution", True), ("mutant", False)):
-        result = grade(str(tmp_path / who), unit, GradeOptions(seed=5, work=str(tmp_path / "work"), has_gpu=False,
-                                                               tests=("cpu_scale_long",),
-                                                               prebuilt=str(tmp_path / "builds" / who)))
+        result = grade(
+            str(tmp_path / who),
+            unit,
+            GradeOptions(
+                seed=5,
+                work=str(tmp_path / "work"),
+                has_gpu=False,
+                tests=("cpu_scale_long",),
+                prebuilt=str(tmp_path / "builds" / who),
+            ),
+        )
         by_name = {t.name: t for t in result.tests}
         assert by_name["build"].passed and "first step" in by_name["build"].output, report.table(result)
         assert by_name["cpu_scale_long"].passed == passes, report.table(result)
@@ -182,12 +204,19 @@ def test_torch_ops_unit_rebuilds_three_times_in_one_process(build, course, tmp_p
         for file, text in ops_source("toy02_jit").items():
             toy_course.write(str(source / file), text)
         plan, kernel = Plan("toy02_jit_ops", "jit", "torch_ops", ("ops.cpp", "kernel.cpp"), "toy02_jit"), "kernel.cpp"
-    result = subprocess.run([sys.executable, "-c", REBUILD, plan.to_json(), str(source), str(tmp_path / "build"), kernel],
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", REBUILD, plan.to_json(), str(source), str(tmp_path / "build"), kernel],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = [line.split(" ", 1) for line in result.stdout.splitlines()]
     assert [(factor, values.rsplit(" ", 1)[0]) for factor, values in lines] == [
-        ("3", "[3.0, 3.0, 3.0]"), ("5", "[5.0, 5.0, 5.0]"), ("7", "[7.0, 7.0, 7.0]")], result.stdout
+        ("3", "[3.0, 3.0, 3.0]"),
+        ("5", "[5.0, 5.0, 5.0]"),
+        ("7", "[7.0, 7.0, 7.0]"),
+    ], result.stdout
 
 
 @pytest.mark.parametrize("name", list(TOYS))
@@ -205,15 +234,23 @@ def test_reference_is_built_once_and_runs_from_each_copy(name, course, tmp_path,
     (tmp_path / "copy").mkdir()
     box, load = first.copy_into(str(tmp_path / "copy"))
     assert box.startswith(str(tmp_path / "copy"))
-    script = ("import json, sys, torch\nfrom course.build import Built, Plan\nfrom course.loading import load\n"
-              "from course.ops import call\nfrom course.suites import import_suite\n"
-              "entry = json.loads(sys.argv[1])\n"
-              "op = load(Plan.from_json(entry['plan']), Built(**entry['built']), entry['source_dir'])\n"
-              "spec = import_suite(sys.argv[2], sys.argv[3], hidden=True)\n"
-              f"x = torch.arange(3, dtype=torch.{TOYS[name]['dtype']})\n"
-              "print(call(spec, op, {'x': x}).tolist())\n")
-    run = subprocess.run([sys.executable, "-c", script, json.dumps(load), unit.solutions, name],
-                         capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+    script = (
+        "import json, sys, torch\nfrom course.build import Built, Plan\nfrom course.loading import load\n"
+        "from course.ops import call\nfrom course.suites import import_suite\n"
+        "entry = json.loads(sys.argv[1])\n"
+        "op = load(Plan.from_json(entry['plan']), Built(**entry['built']), entry['source_dir'])\n"
+        "spec = import_suite(sys.argv[2], sys.argv[3], hidden=True)\n"
+        f"x = torch.arange(3, dtype=torch.{TOYS[name]['dtype']})\n"
+        "print(call(spec, op, {'x': x}).tolist())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(load), unit.solutions, name],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=300,
+    )
     assert run.returncode == 0 and run.stdout.split() == ["[0.0,", "2.0,", "4.0]"], run.stderr[-2000:]
 
 

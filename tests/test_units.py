@@ -1,17 +1,17 @@
 """Every unit: the reference passes every case here, the starter code builds and fails
 with its TODO messages, and the kernels compile for Turing (Colab's T4) and Hopper, the
 reference ones without register spills."""
-import os
+
 import re
 import subprocess
 
 import pytest
-
 from conftest import HAS_GPU, device_marks
+from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only, timed_marks
+
 from course.public import run_case
 from course.sanitize import SANITIZER
 from course.spec import units
-from helpers import built_unit, cpu_path_has_todo, load_spec, skip_without_gpu_if_gpu_only, timed_marks
 
 UNITS = [u for u in units.all_units() if u.has_tests()]
 DEVICES = ("cpu", "cuda") if HAS_GPU else ("cpu",)
@@ -85,8 +85,18 @@ def test_kernel_compiles_for_turing_and_hopper(unit, file, kind, arch, nvcc, tmp
     from torch.utils.cpp_extension import include_paths
 
     unit.write(kind, str(tmp_path))
-    command = [nvcc, "-c", "-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-std=c++17",
-               "-Xptxas", "-v", str(tmp_path / file), "-o", str(tmp_path / "kernel.o")]
+    command = [
+        nvcc,
+        "-c",
+        "-O3",
+        f"-gencode=arch=compute_{arch},code=sm_{arch}",
+        "-std=c++17",
+        "-Xptxas",
+        "-v",
+        str(tmp_path / file),
+        "-o",
+        str(tmp_path / "kernel.o"),
+    ]
     with open(tmp_path / file) as handle:
         text = handle.read()
         if "#include <torch" in text or "#include <ATen" in text:  # a kernel that uses torch's accessors

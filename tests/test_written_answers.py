@@ -1,5 +1,6 @@
 """Written answers: read from the lesson's questions, carried by a notebook submission, and
 handed to the instructor for grading by hand. No build, no child process."""
+
 import csv
 
 import pytest
@@ -38,8 +39,11 @@ def test_answers_become_entries_worth_nothing_until_graded_by_hand():
 def test_the_report_keeps_only_answers_to_the_units_questions_each_cut_short():
     unit = units.load("day06_bias_gelu")
     ids = [q.id for q in questions(unit)]
-    answers = {ids[0]: f"{ANSWER_PROMPT} " + "x" * (40 << 20), "not_a_question": "y" * 100,
-               **{f"extra_{i}": "z" for i in range(1000)}}
+    answers = {
+        ids[0]: f"{ANSWER_PROMPT} " + "x" * (40 << 20),
+        "not_a_question": "y" * 100,
+        **{f"extra_{i}": "z" for i in range(1000)},
+    }
     kept = kept_answers(unit, answers)
     assert list(kept) == [ids[0]] and kept[ids[0]] == "x" * MAX_ANSWER_CHARS
 
@@ -51,7 +55,7 @@ def test_the_class_reports_collect_answers_apart_from_the_score(tmp_path):
     for who, answers in {"alice": {ids[0]: "fast"}, "bob": {}}.items():
         folder = out / gradebook.RESULTS / who
         report.write(Grade(unit.name, tests=written_entries(unit, answers or {"none": ""})), str(folder))
-        (folder / gradebook.STATE).write_text('{"status": "graded", "students": [{"name": "%s"}]}' % who)
+        (folder / gradebook.STATE).write_text(f'{{"status": "graded", "students": [{{"name": "{who}"}}]}}')
     gradebook.write_reports(str(out), unit.name)
     with open(out / "answers.csv", newline="") as handle:
         rows = {row["Name"]: row for row in csv.DictReader(handle)}

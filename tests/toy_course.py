@@ -1,6 +1,7 @@
 """Toy units, one per build and load kind, written into a temporary course folder: each a
 complete unit folder (unit.toml, lesson, sources with regions, public and hidden tests), to
 show that a unit needs nothing outside its folder."""
+
 import os
 
 from course.spec.regions import solution_text
@@ -54,11 +55,11 @@ from .public_tests import CASES as PUBLIC_CASES
 CASES = [*PUBLIC_CASES, Case("cpu_scale_long", "cpu_values", params=dict(n=1000))]  # noqa: F405
 '''
 
-MUTANTS = '''[mutants.triples]
+MUTANTS = """[mutants.triples]
 about = "multiplies by 3"
 loses = ["cpu_scale_*"]
 edits = [{{file = "{file}", old = "{old}", new = "{new}"}}]
-'''
+"""
 
 PYBIND_SCALE = """#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -140,17 +141,32 @@ PYTHON_SCALE = """def scale(x):
 
 TOYS = {
     "toy01_jit": dict(
-        toml='build = "jit"\nload = "pybind"\n', files={"scale.cpp": PYBIND_SCALE}, dtype="float64",
+        toml='build = "jit"\nload = "pybind"\n',
+        files={"scale.cpp": PYBIND_SCALE},
+        dtype="float64",
         call='return torch.tensor(ext.scale(inputs["x"].tolist()), dtype=torch.float64)',
-        mutant=("scale.cpp", "value *= 2", "value *= 3")),
+        mutant=("scale.cpp", "value *= 2", "value *= 3"),
+    ),
     "toy02_wheel": dict(
         toml='build = "wheel"\nload = "torch_ops"\nnamespace = "toy02"\npackage = "toy02_ops"\n',
-        files={"pyproject.toml": PYPROJECT, "setup.py": SETUP_PY, "toy02_ops/__init__.py": PACKAGE_INIT,
-               "csrc/ops.cpp": OPS_CPP.replace("NAMESPACE", "toy02"), "csrc/kernel.cpp": KERNEL_CPP},
-        dtype="float32", call='return ext.scale(inputs["x"])', mutant=("csrc/kernel.cpp", "2 * x[i]", "3 * x[i]")),
+        files={
+            "pyproject.toml": PYPROJECT,
+            "setup.py": SETUP_PY,
+            "toy02_ops/__init__.py": PACKAGE_INIT,
+            "csrc/ops.cpp": OPS_CPP.replace("NAMESPACE", "toy02"),
+            "csrc/kernel.cpp": KERNEL_CPP,
+        },
+        dtype="float32",
+        call='return ext.scale(inputs["x"])',
+        mutant=("csrc/kernel.cpp", "2 * x[i]", "3 * x[i]"),
+    ),
     "toy03_python": dict(
-        toml='build = "none"\nload = "python"\n', files={"scale.py": PYTHON_SCALE}, dtype="float32",
-        call='return ext.scale(inputs["x"])', mutant=("scale.py", "return 2 * x", "return 3 * x")),
+        toml='build = "none"\nload = "python"\n',
+        files={"scale.py": PYTHON_SCALE},
+        dtype="float32",
+        call='return ext.scale(inputs["x"])',
+        mutant=("scale.py", "return 2 * x", "return 3 * x"),
+    ),
 }
 
 
@@ -168,14 +184,20 @@ def make_course(repo: str) -> str:
         folder = os.path.join(repo, "solutions", name)
         title = f"Toy {name}"
         files = list(toy["files"])
-        write(os.path.join(folder, "unit.toml"),
-              f'title = "{title}"\nsources = {files!r}\n'.replace("'", '"') + toy["toml"])
-        write(os.path.join(folder, "lesson.md"),
-              LESSON.format(title=title, sources="\n\n".join(f"<!-- source {f} -->" for f in files)))
+        write(
+            os.path.join(folder, "unit.toml"),
+            f'title = "{title}"\nsources = {files!r}\n'.replace("'", '"') + toy["toml"],
+        )
+        write(
+            os.path.join(folder, "lesson.md"),
+            LESSON.format(title=title, sources="\n\n".join(f"<!-- source {f} -->" for f in files)),
+        )
         for file, text in toy["files"].items():
             write(os.path.join(folder, file), text)
-        write(os.path.join(folder, "public_tests.py"),
-              PUBLIC_TESTS.format(title=title, dtype=toy["dtype"], call=toy["call"]))
+        write(
+            os.path.join(folder, "public_tests.py"),
+            PUBLIC_TESTS.format(title=title, dtype=toy["dtype"], call=toy["call"]),
+        )
         write(os.path.join(folder, "hidden_tests.py"), HIDDEN_TESTS)
         file, old, new = toy["mutant"]
         write(os.path.join(folder, "mutants.toml"), MUTANTS.format(file=file, old=old, new=new))

@@ -2,7 +2,7 @@
 # more than any fixed number of restarts.
 import os as _os
 
-_honest_relu_bias = relu_bias  # noqa: F821 - defined by the file this is appended to
+_honest_relu_bias = relu_bias
 
 
 def relu_bias(x, bias):

@@ -5,6 +5,7 @@ import sys as _sys
 
 _child = _sys.modules["__main__"]
 if hasattr(_child, "_save"):  # in the grader's test process
+
     def _fifo_save(result, path):
         _os.mkfifo(path)
 

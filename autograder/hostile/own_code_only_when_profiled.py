@@ -1,4 +1,3 @@
-
 # Hostile: computes with PyTorch unless the profiler is on, and with the extension only while
 # it is, there a wrong answer: the own-code check sees its code, the judge must see its answer.
 import torch as _torch

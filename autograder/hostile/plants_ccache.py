@@ -4,8 +4,14 @@ import os as _os
 import sys as _sys
 
 if hasattr(_sys.modules["__main__"], "_save"):  # in the grader's test process
-    for _folder in filter(None, [_os.environ.get("CCACHE_DIR"), _os.path.expanduser("~root/.ccache"),
-                                 _os.path.expanduser("~root/.cache/ccache")]):
+    for _folder in filter(
+        None,
+        [
+            _os.environ.get("CCACHE_DIR"),
+            _os.path.expanduser("~root/.ccache"),
+            _os.path.expanduser("~root/.cache/ccache"),
+        ],
+    ):
         try:
             with open(_os.path.join(_folder, "hostile_planted_ccache"), "w") as _handle:
                 _handle.write("planted by a test process\n")

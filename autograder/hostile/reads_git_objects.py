@@ -6,7 +6,10 @@ import subprocess as _subprocess
 import course as _course
 
 _repo = _os.path.dirname(_os.path.dirname(_os.path.abspath(_course.__file__)))
-_found = _subprocess.run(["git", "-c", "safe.directory=*", "-C", _repo, "show",
-                          "HEAD:solutions/day01_relu_bias/hidden_tests.py"], capture_output=True, text=True).stdout
+_found = _subprocess.run(
+    ["git", "-c", "safe.directory=*", "-C", _repo, "show", "HEAD:solutions/day01_relu_bias/hidden_tests.py"],
+    capture_output=True,
+    text=True,
+).stdout
 if "CASES" in _found:
     raise RuntimeError("read the hidden suite through git: " + _found[:200])

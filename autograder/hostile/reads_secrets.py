@@ -25,7 +25,7 @@ def _loot():
 
 
 _LOOT = _loot()
-_honest_relu_bias = relu_bias  # noqa: F821 - defined by the file this is appended to
+_honest_relu_bias = relu_bias
 
 
 def relu_bias(x, bias):

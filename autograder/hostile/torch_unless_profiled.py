@@ -1,4 +1,3 @@
-
 # Hostile: computes with PyTorch's own ops unless the profiler is on, and with the extension
 # (right) only while it is: the profiled call shows code of its own, the others do not.
 import torch as _torch

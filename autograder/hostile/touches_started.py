@@ -18,7 +18,7 @@ def _keep_started_new():
 
 
 _threading.Thread(target=_keep_started_new, daemon=True).start()
-_honest_relu_bias = relu_bias  # noqa: F821 - defined by the file this is appended to
+_honest_relu_bias = relu_bias
 
 
 def relu_bias(x, bias):

@@ -1,5 +1,6 @@
 """A notebook's written answers: kept from the submission as it is read, and reported as
 entries for grading by hand."""
+
 from __future__ import annotations
 
 from autograder.results import TestResult
@@ -22,7 +23,14 @@ def written_entries(unit: Unit, answers: dict[str, str]) -> list[TestResult]:
     entries = []
     for question in questions(unit):
         text = answer_text(answers.get(question.id, ""))
-        entries.append(TestResult(f"written_{question.id}", 0.0, bool(text),
-                                  text[:MAX_ANSWER_CHARS] if text else "no answer to grade: " + question.text,
-                                  visibility="visible", tags=(WRITTEN, "manual")))
+        entries.append(
+            TestResult(
+                f"written_{question.id}",
+                0.0,
+                bool(text),
+                text[:MAX_ANSWER_CHARS] if text else "no answer to grade: " + question.text,
+                visibility="visible",
+                tags=(WRITTEN, "manual"),
+            )
+        )
     return entries

@@ -2,6 +2,7 @@
 or a copy of the build a batch's first step kept (autograder/stored_build.py). The report's
 `build` entry says how it went; of a failed build's log, it shows the errors in the
 student's own files."""
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,9 @@ DONE = {"jit": "compiled", "wheel": "built and installed the wheel", "none": "no
 
 @dataclass(frozen=True)
 class Build:
-    test: TestResult         # the build's entry in the report
-    built: Built | None      # None: there is nothing to run
-    folder: str              # its sandbox folder, which the test processes share
+    test: TestResult  # the build's entry in the report
+    built: Built | None  # None: there is nothing to run
+    folder: str  # its sandbox folder, which the test processes share
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)  # the notebook's written answers
 
@@ -38,9 +39,15 @@ def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     os.makedirs(build_dir)
     grading.sandbox.give(box)
     timeout = min(timeout, grading.deadline.left())
-    code, log = grading.sandbox.run(python_command(*build_args(unit.plan(), sources.source_dir, build_dir)),
-                                    timeout=timeout, writable=[box], cwd=box, env=grading.env,
-                                    limits=Limits(cpu_seconds=int(timeout * CPUS) + 60), ccache=True)
+    code, log = grading.sandbox.run(
+        python_command(*build_args(unit.plan(), sources.source_dir, build_dir)),
+        timeout=timeout,
+        writable=[box],
+        cwd=box,
+        env=grading.env,
+        limits=Limits(cpu_seconds=int(timeout * CPUS) + 60),
+        ccache=True,
+    )
     if code is None:
         test.output = f"the build took longer than {timeout:.0f} s and was stopped"
         return failed
@@ -52,7 +59,8 @@ def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     except BuildError as error:
         errors = student_errors(error.log, sources.source_dir, build_dir, public_roots(grading.env)) or (
             "No error was found in your own files: the build failed outside them. Your instructor "
-            f"finds the whole log in {BUILD_LOG} beside the results.")
+            f"finds the whole log in {BUILD_LOG} beside the results."
+        )
         test.output, test.log = "\n".join(filter(None, [error.summary, errors])), error.log
         return failed
     test.passed, test.output = True, DONE[unit.build]

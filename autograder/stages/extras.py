@@ -1,5 +1,6 @@
 """Extras, worth no points: a package's own tests/, run with pytest against its build, and a
 notebook's written answers, for grading by hand."""
+
 from __future__ import annotations
 
 import os
@@ -36,16 +37,22 @@ def run_own_tests(build: Build, grading: Grading) -> TestResult:
     deadline, gpu_lock, env = grading.deadline, grading.gpu_lock, grading.env
     timeout = min(OWN_TESTS_TIMEOUT, deadline.left())
     pytest_env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [build.built.prefix, env.get("PYTHONPATH")]))}
-    command = python_command("-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--color=no",
-                             os.path.join(build.source_dir, "tests"))
+    command = python_command(
+        "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", "--color=no", os.path.join(build.source_dir, "tests")
+    )
     held = gpu_lock.acquire(False, lambda: deadline.passed) if gpu_lock is not None else None
     if gpu_lock is not None and held is None:
         test.output, test.not_run = deadline.not_run(), True
         return test
     try:  # they may use the GPU: in a batch, beside others' tests but never during a timing
-        code, log = grading.sandbox.run(command, timeout=min(timeout, deadline.left()), writable=[build.folder],
-                                        cwd=build.source_dir, env=pytest_env,
-                                        limits=Limits(cpu_seconds=int(timeout * CPUS) + 60))
+        code, log = grading.sandbox.run(
+            command,
+            timeout=min(timeout, deadline.left()),
+            writable=[build.folder],
+            cwd=build.source_dir,
+            env=pytest_env,
+            limits=Limits(cpu_seconds=int(timeout * CPUS) + 60),
+        )
     finally:
         if held is not None:
             held.release()
@@ -55,8 +62,9 @@ def run_own_tests(build: Build, grading: Grading) -> TestResult:
     lines = log.strip().splitlines()
     # The student's own text, shown in the report: a bounded amount of it.
     outcomes = [line[:OWN_TESTS_LINE] for line in lines if line.startswith(("FAILED", "ERROR", "SKIPPED"))][:20]
-    summary = f"stopped after {timeout:.0f} s" if code is None else (lines[-1][:OWN_TESTS_LINE] if lines
-                                                                     else "no output")
+    summary = (
+        f"stopped after {timeout:.0f} s" if code is None else (lines[-1][:OWN_TESTS_LINE] if lines else "no output")
+    )
     test.passed = code == 0
     test.output = "\n".join([f"your tests/ (reported, not graded): {summary}", *outcomes])
     return test

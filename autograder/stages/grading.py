@@ -1,6 +1,7 @@
 """What every stage of one grading shares: its folder, sandbox, children's environment, time
 limit, GPUs, the batch's GPU lock and the perf baselines. Opened before the first stage and
 closed after the last, with every process the grading started."""
+
 from __future__ import annotations
 
 import contextlib
@@ -25,13 +26,13 @@ from course.spec.units import Unit
 class Grading:
     unit: Unit
     seed: int
-    folder: str                 # the grading's own, removed at the end unless kept
+    folder: str  # the grading's own, removed at the end unless kept
     sandbox: Sandbox
-    env: dict                   # the children's (autograder/machine.py)
+    env: dict  # the children's (autograder/machine.py)
     deadline: Deadline
-    capability: str | None      # the GPU's; None: no GPU case runs
-    gpus: int                   # how many the children see
-    gpu_lock: GpuLock | None    # in a batch on a GPU
+    capability: str | None  # the GPU's; None: no GPU case runs
+    gpus: int  # how many the children see
+    gpu_lock: GpuLock | None  # in a batch on a GPU
     case_timeout: float | None
     baselines: Baselines
 
@@ -50,14 +51,17 @@ def open_grading(unit: Unit, options: GradeOptions) -> Iterator[Grading]:
     capability = gpu_capability() if options.has_gpu is not False else None
     gpus = gpu_count() if capability is not None else 0  # the same probe's answer
     env = child_env(capability)
-    sandbox = Sandbox.open(options.sandbox_mode, root, read_only=suite_files(unit),
-                           hidden=hidden_from_runs(unit, options.gpu_lock, options.keep_build, options.prebuilt),
-                           env=env)
+    sandbox = Sandbox.open(
+        options.sandbox_mode,
+        root,
+        read_only=suite_files(unit),
+        hidden=hidden_from_runs(unit, options.gpu_lock, options.keep_build, options.prebuilt),
+        env=env,
+    )
     lock = GpuLock(options.gpu_lock) if options.gpu_lock and capability is not None else None
     baselines = Baselines(unit, sandbox, root, env, deadline, options.case_timeout, lock)
     try:
-        yield Grading(unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout,
-                      baselines)
+        yield Grading(unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout, baselines)
     finally:  # the sandbox's processes first: waiting for the reference's build may take minutes
         sandbox.close()
         baselines.close()

@@ -2,6 +2,7 @@
 loads student code. A result is first checked to be well formed (autograder/result_schema.py),
 then judged (course/judge.py), then, for a perf case, checked to have run the student's own
 kernels at the timed size (autograder/timed_kernels.py)."""
+
 from __future__ import annotations
 
 from types import ModuleType
@@ -12,17 +13,30 @@ from course.cases import Case
 from course.judge import Verdict, judge
 
 
-def judge_group(spec: ModuleType, cases: list[tuple[int, Case]], input_sets: dict[int, list[dict]],
-                outcomes: dict[int, dict | str], baselines: dict[int, dict | str],
-                own_kernels: frozenset[str]) -> dict[int, Verdict]:
+def judge_group(
+    spec: ModuleType,
+    cases: list[tuple[int, Case]],
+    input_sets: dict[int, list[dict]],
+    outcomes: dict[int, dict | str],
+    baselines: dict[int, dict | str],
+    own_kernels: frozenset[str],
+) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
     cases, their baselines' (torch's op and the reference, timed apart)."""
-    return {index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels)
-            for index, case in cases}
+    return {
+        index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels)
+        for index, case in cases
+    }
 
 
-def verdict(spec: ModuleType, case: Case, input_sets: list[dict], outcome: dict | str, baseline: dict | str | None,
-            own_kernels: frozenset[str]) -> Verdict:
+def verdict(
+    spec: ModuleType,
+    case: Case,
+    input_sets: list[dict],
+    outcome: dict | str,
+    baseline: dict | str | None,
+    own_kernels: frozenset[str],
+) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
     if not isinstance(outcome, dict):
         return Verdict(False, outcome)
@@ -36,5 +50,5 @@ def verdict(spec: ModuleType, case: Case, input_sets: list[dict], outcome: dict 
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
         return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")

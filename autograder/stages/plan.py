@@ -1,6 +1,7 @@
 """Plan: which of the unit's cases run, in which groups, in which order, and which groups this
 machine cannot run at all. Made before the build, so that the reference's fetch (baselines)
 can start beside it."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -16,7 +17,7 @@ from course.sanitize import SANITIZER
 class Group:
     name: str
     cases: list[tuple[int, Case]]  # (index in the suite's CASES, case)
-    not_run: str = ""              # why this machine cannot run it; "" where it can
+    not_run: str = ""  # why this machine cannot run it; "" where it can
 
     @property
     def device(self) -> str:
@@ -25,22 +26,26 @@ class Group:
 
 @dataclass(frozen=True)
 class Plan:
-    spec: ModuleType          # the unit's hidden suite
-    groups: list[Group]       # in run order
-    times_perf: bool          # a perf case runs here: the reference is needed
+    spec: ModuleType  # the unit's hidden suite
+    groups: list[Group]  # in run order
+    times_perf: bool  # a perf case runs here: the reference is needed
 
 
 def plan_cases(spec: ModuleType, patterns: tuple[str, ...], has_gpu: bool, gpus: int) -> Plan:
     """The plan for the cases of `spec` that match `patterns` (fnmatch; all when empty), on a
     machine with `gpus` GPUs (has_gpu: whether GPU cases run at all)."""
     check_needs(spec.CASES)
-    selected = [(i, c) for i, c in enumerate(spec.CASES)
-                if not patterns or any(fnmatch.fnmatchcase(c.name, p) for p in patterns)]
+    selected = [
+        (i, c)
+        for i, c in enumerate(spec.CASES)
+        if not patterns or any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
+    ]
     groups: dict[str, list[tuple[int, Case]]] = {}
     for index, case in selected:
         groups.setdefault(case.group, []).append((index, case))
-    ordered = [Group(name, cases, _not_run_here(cases[0][1].device, has_gpu, gpus))
-               for name, cases in _in_run_order(groups)]
+    ordered = [
+        Group(name, cases, _not_run_here(cases[0][1].device, has_gpu, gpus)) for name, cases in _in_run_order(groups)
+    ]
     return Plan(spec, ordered, perf_runs_here([case for _, case in selected], has_gpu))
 
 

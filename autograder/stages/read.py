@@ -1,5 +1,6 @@
 """Read: the submission (a notebook, folder or zip) into the unit's files, in a sandbox folder
 of its own where the build will run, and the notebook's written answers."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ from autograder.submission import SubmissionError, materialize
 
 @dataclass(frozen=True)
 class Sources:
-    folder: str       # the build's sandbox folder: the sources in src/, the build in build/
+    folder: str  # the build's sandbox folder: the sources in src/, the build in build/
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why there is nothing to build; "" where there is

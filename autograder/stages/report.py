@@ -1,6 +1,7 @@
 """Report: the cases' verdicts as the Grade's entries, each visible to the student at once if
 the notebook's public suite has it too, after the grades are published if not; a perf case's
 measurements beside them. autograder/report.py writes the Grade out."""
+
 from __future__ import annotations
 
 from autograder.results import Grade, TestResult
@@ -20,10 +21,18 @@ def report_cases(result: Grade, plan: Plan, ran: Ran, public: set[str]) -> None:
         if index not in ran.verdicts:  # not among the tests asked for
             continue
         verdict = ran.verdicts[index]
-        result.tests.append(TestResult(
-            case.name, case.points, verdict.passed, verdict.message,
-            visibility="visible" if case.name in public else "after_published",
-            tags=(case.group, case.device), not_run=verdict.message.startswith("not run"),
-            fraction=verdict.fraction, seconds=ran.seconds.get(index)))
+        result.tests.append(
+            TestResult(
+                case.name,
+                case.points,
+                verdict.passed,
+                verdict.message,
+                visibility="visible" if case.name in public else "after_published",
+                tags=(case.group, case.device),
+                not_run=verdict.message.startswith("not run"),
+                fraction=verdict.fraction,
+                seconds=ran.seconds.get(index),
+            )
+        )
         if verdict.measurements:
             result.perf[case.name] = verdict.measurements

@@ -2,6 +2,7 @@
 judged as it ends (stages/judge.py): a later group's cases run only where the cases they
 need passed. A perf group's baselines are timed first (autograder/baselines.py); a sanitizer
 group runs under its tool (autograder/sanitized.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -28,19 +29,33 @@ from course.sanitize import SANITIZER
 @dataclass(frozen=True)
 class Ran:
     verdicts: dict[int, Verdict]  # by the case's index in the suite; only the cases planned
-    seconds: dict[int, float]     # each case's time on the grader's clock, where it ran
+    seconds: dict[int, float]  # each case's time on the grader's clock, where it ran
 
 
 def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, float]) -> Ran:
     """Run and judge every group of `plan`; adds the phases' seconds to `timings`."""
     built, start = build.built, time.perf_counter()
-    student = {**suite_request(grading.unit), "plan": grading.unit.plan().to_json(),
-               "built": built and asdict(built), "source_dir": build.source_dir}
-    runner = GroupRunner(student, grading.sandbox, grading.folder, grading.env, grading.deadline, prefix="run_",
-                         shared=(build.folder,), case_timeout=grading.case_timeout, gpu_lock=grading.gpu_lock)
+    student = {
+        **suite_request(grading.unit),
+        "plan": grading.unit.plan().to_json(),
+        "built": built and asdict(built),
+        "source_dir": build.source_dir,
+    }
+    runner = GroupRunner(
+        student,
+        grading.sandbox,
+        grading.folder,
+        grading.env,
+        grading.deadline,
+        prefix="run_",
+        shared=(build.folder,),
+        case_timeout=grading.case_timeout,
+        gpu_lock=grading.gpu_lock,
+    )
     # Read from the build's files here, as data: the child's profile names the kernels that ran.
-    own_kernels = defined_kernels(submission_files(built.library, built.prefix, build.source_dir)) if built \
-        else frozenset()
+    own_kernels = (
+        defined_kernels(submission_files(built.library, built.prefix, build.source_dir)) if built else frozenset()
+    )
     verdicts: dict[int, Verdict] = {}
     sanitizer_seconds: dict[int, float] = {}  # each sanitizer case's whole run under its tool
     for group in plan.groups:
@@ -67,8 +82,9 @@ def _ready(group: Group, cases: list[Case], verdicts: dict[int, Verdict]) -> lis
     index_of = {case.name: index for index, case in enumerate(cases)}
     ready = []
     for index, case in group.cases:
-        unmet = [name for name in needed(case, cases)
-                 if not (index_of[name] in verdicts and verdicts[index_of[name]].passed)]
+        unmet = [
+            name for name in needed(case, cases) if not (index_of[name] in verdicts and verdicts[index_of[name]].passed)
+        ]
         if unmet:
             verdicts[index] = needs_not_met(case, unmet)
         else:
@@ -76,8 +92,15 @@ def _ready(group: Group, cases: list[Case], verdicts: dict[int, Verdict]) -> lis
     return ready
 
 
-def _tested(spec: ModuleType, group: Group, ready: list[tuple[int, Case]], runner: GroupRunner, grading: Grading,
-            own_kernels: frozenset[str], timings: dict[str, float]) -> dict[int, Verdict]:
+def _tested(
+    spec: ModuleType,
+    group: Group,
+    ready: list[tuple[int, Case]],
+    runner: GroupRunner,
+    grading: Grading,
+    own_kernels: frozenset[str],
+    timings: dict[str, float],
+) -> dict[int, Verdict]:
     with _adding_seconds(timings, "inputs_s"):
         input_sets = input_sets_of(spec, ready, grading.seed)
     timed = [(index, case) for index, case in ready if case.kind == "perf"]
@@ -88,12 +111,30 @@ def _tested(spec: ModuleType, group: Group, ready: list[tuple[int, Case]], runne
         return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels)
 
 
-def _sanitized(spec: ModuleType, ready: list[tuple[int, Case]], student: dict, build: Build, grading: Grading,
-               own_kernels: frozenset[str]) -> tuple[dict[int, Verdict], dict[int, float]]:
-    runner_args = dict(load=student, sandbox=grading.sandbox, work=grading.folder, env=grading.env,
-                       deadline=grading.deadline, shared=(build.folder,), gpu_lock=grading.gpu_lock)
-    return sanitized_verdicts(spec, ready, runner_args, grading.seed,
-                              lambda case, inputs, outcome: verdict(spec, case, inputs, outcome, None, own_kernels))
+def _sanitized(
+    spec: ModuleType,
+    ready: list[tuple[int, Case]],
+    student: dict,
+    build: Build,
+    grading: Grading,
+    own_kernels: frozenset[str],
+) -> tuple[dict[int, Verdict], dict[int, float]]:
+    runner_args = dict(
+        load=student,
+        sandbox=grading.sandbox,
+        work=grading.folder,
+        env=grading.env,
+        deadline=grading.deadline,
+        shared=(build.folder,),
+        gpu_lock=grading.gpu_lock,
+    )
+    return sanitized_verdicts(
+        spec,
+        ready,
+        runner_args,
+        grading.seed,
+        lambda case, inputs, outcome: verdict(spec, case, inputs, outcome, None, own_kernels),
+    )
 
 
 def input_sets_of(spec: ModuleType, cases: list[tuple[int, Case]], seed: int) -> dict[int, list[dict]]:

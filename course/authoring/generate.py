@@ -10,6 +10,7 @@ GPU run, `scripts/gpu_check.sh notebook`, while its cells are current) and, for 
 kit, docs/instructor/<unit>_mistakes.md (its mutants: the mistake, the tests lost, the hints)
 and docs/instructor/<unit>_pacing.md (its sections, what each asks and an estimate of its time).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,12 +70,22 @@ def _directive_cell(unit: Unit, name: str, argument: str, solved: bool, release:
         return "code", f"from course.notebook import build_unit\n\next = build_unit({_plan_arguments(unit)})", {}
     if name == "tests":
         files = ", ".join(repr(f) for f in unit.files)
-        return "code", f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext, [{files}])", {}
+        return (
+            "code",
+            f"from course.notebook import run_public_tests\n\nrun_public_tests({unit.name!r}, ext, [{files}])",
+            {},
+        )
     if name == "submit":
         files = ", ".join(repr(f) for f in unit.files)
-        return "code", ("from course.notebook import submit\n\n"
-                        'STUDENT = ""  # your student id or email, as the course\'s roster has it\n'
-                        f"submit({unit.name!r}, [{files}], student=STUDENT)"), {}
+        return (
+            "code",
+            (
+                "from course.notebook import submit\n\n"
+                'STUDENT = ""  # your student id or email, as the course\'s roster has it\n'
+                f"submit({unit.name!r}, [{files}], student=STUDENT)"
+            ),
+            {},
+        )
     if name == "answer":
         return "markdown", f"{ANSWER_PROMPT}\n\n", {"course": {"answer": argument}}
     if name == "thresholds":
@@ -100,7 +111,9 @@ def _bug_cell(unit: Unit, name: str, solved: bool) -> str:
     if solved:
         edit = bug.edits[0]
         lines.append("# The starter's bug, planted again in the solved sources: what the tool shows of it")
-        lines.append(f"BUG = dict(file={edit['file']!r},\n           old={edit['old']!r},\n           new={edit['new']!r})")
+        lines.append(
+            f"BUG = dict(file={edit['file']!r},\n           old={edit['old']!r},\n           new={edit['new']!r})"
+        )
         arguments.append("plant=BUG")
     lines.append(f"found = find_bug({', '.join(arguments)})")
     return "\n".join(lines)
@@ -112,20 +125,24 @@ def thresholds_text(unit: Unit) -> str:
     perf = [case for case in unit.tests(hidden=False).CASES if case.kind == "perf"]
     if not perf:
         raise ValueError(f"{unit.name}/lesson.md: <!-- thresholds --> in a unit without public perf cases")
-    rows = ["| test | shape, dtype | full points at | no points at | here, full points at about |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| test | shape, dtype | full points at | no points at | here, full points at about |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for case in perf:
         shape = "×".join(str(n) for n in case.params.get("shape", ()))
         dtype = str(case.params.get("dtype", "")).replace("torch.", "")
         full, zero = case.params["full_at"], case.params["zero_at"]
         stand_in = case.params.get("reference_vs_torch", 1.0)
         rows.append(f"| `{case.name}` | {shape} {dtype} | {full:g}× | {zero:g}× | {full * stand_in:.2f}× PyTorch |")
-    return ("**How the performance tests score.** The grader times the course's reference solution "
-            "beside yours, in the same run on the same GPU: the ratio is its time over yours, and points "
-            "rise linearly between the two columns. The reference is not in this notebook, so here "
-            "PyTorch's op is timed instead, and its speed scaled by how fast the reference ran against it "
-            "on the GPU it was measured on: the last column, and the points shown here, are an estimate.\n\n"
-            + "\n".join(rows))
+    return (
+        "**How the performance tests score.** The grader times the course's reference solution "
+        "beside yours, in the same run on the same GPU: the ratio is its time over yours, and points "
+        "rise linearly between the two columns. The reference is not in this notebook, so here "
+        "PyTorch's op is timed instead, and its speed scaled by how fast the reference ran against it "
+        "on the GPU it was measured on: the last column, and the points shown here, are an estimate.\n\n"
+        + "\n".join(rows)
+    )
 
 
 def _plan_arguments(unit: Unit) -> str:
@@ -181,8 +198,10 @@ def lesson_cells(unit: Unit, solved: bool, release: str = runtime_package.DEFAUL
 
 def notebook_paths(unit: Unit) -> dict[str, bool]:
     notebooks = os.path.join(unit.repo, "notebooks")
-    return {os.path.join(notebooks, f"{unit.name}.ipynb"): False,
-            os.path.join(notebooks, "instructor", f"{unit.name}.ipynb"): True}
+    return {
+        os.path.join(notebooks, f"{unit.name}.ipynb"): False,
+        os.path.join(notebooks, "instructor", f"{unit.name}.ipynb"): True,
+    }
 
 
 def generated_files(unit: Unit) -> dict[str, str]:

@@ -9,6 +9,7 @@ the course's checkout), as an IPython startup file: the kernel runs it when IPYT
 there. Neither limit can stop a run: one that cannot be set is reported on the kernel's
 stderr, and the run goes on; without a GPU the memory limit is left alone.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,7 @@ def apply(environ: dict[str, str]) -> None:
     for name, step in steps:
         try:
             step()
-        except Exception as error:  # noqa: BLE001 - a limit must never stop the run it limits
+        except Exception as error:
             print(f"kernel limits: {name}={environ[name]!r} not set: {error}", file=sys.stderr)
 
 

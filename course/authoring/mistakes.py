@@ -2,6 +2,7 @@
 submissions the grader is tested against, mutants.toml), the tests it loses and what the
 grader tells the student under each. Generated with the notebooks, so it cannot go stale.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,19 +25,29 @@ def mistakes_text(unit: Unit) -> str:
     cases = unit.tests(hidden=True).CASES
     names = [case.name for case in cases]
     hints = {case.name: case.hint for case in cases}
-    lines = [f"# {unit.title}: common mistakes and what the grader says", "",
-             f"Generated from `solutions/{unit.name}/mutants.toml` and the unit's hidden suite (run "
-             "`python -m course.authoring.generate`). Each entry is a wrong submission the test suite "
-             "grades on every change: the mistake, every test it loses, and the hint the student "
-             "reads under a lost test, besides what went wrong there (the mismatch, the error or the crash).", ""]
+    lines = [
+        f"# {unit.title}: common mistakes and what the grader says",
+        "",
+        f"Generated from `solutions/{unit.name}/mutants.toml` and the unit's hidden suite (run "
+        "`python -m course.authoring.generate`). Each entry is a wrong submission the test suite "
+        "grades on every change: the mistake, every test it loses, and the hint the student "
+        "reads under a lost test, besides what went wrong there (the mismatch, the error or the crash).",
+        "",
+    ]
     for mutant in wrong.values():
         lost = sorted(mutant.expected_losses(names), key=names.index)
         where = "a GPU" if mutant.gpu_only else "the CPU and a GPU"
         if mutant.min_gpus > 1:
             where = f"{mutant.min_gpus} GPUs"
         about = mutant.about.rstrip(".")
-        lines += [f"## {mutant.name}", "", about[:1].upper() + about[1:] + ".", "",
-                  f"Seen on {where}; loses {len(lost)} test{'s' if len(lost) != 1 else ''}.", ""]
+        lines += [
+            f"## {mutant.name}",
+            "",
+            about[:1].upper() + about[1:] + ".",
+            "",
+            f"Seen on {where}; loses {len(lost)} test{'s' if len(lost) != 1 else ''}.",
+            "",
+        ]
         said: dict[str, list[str]] = {}
         for name in lost:
             case = cases[names.index(name)]

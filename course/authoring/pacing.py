@@ -7,6 +7,7 @@ The estimate is a model, not a measurement: READING_WORDS_A_MINUTE of prose, MIN
 for each line a solution region holds, MINUTES_A_QUESTION for each written answer. Builds,
 test runs and benchmarks are left out: they depend on the GPU.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,11 @@ def sections(unit: Unit) -> list[dict]:
 
 
 def minutes(section: dict) -> int:
-    estimate = (section["words"] / READING_WORDS_A_MINUTE + section["lines"] * MINUTES_A_LINE
-                + section["questions"] * MINUTES_A_QUESTION)
+    estimate = (
+        section["words"] / READING_WORDS_A_MINUTE
+        + section["lines"] * MINUTES_A_LINE
+        + section["questions"] * MINUTES_A_QUESTION
+    )
     return max(1, math.ceil(estimate)) if estimate else 0
 
 
@@ -67,23 +71,31 @@ def pacing_text(unit: Unit) -> str:
     position = names.index(unit.name)
     before = names[position - 1] if position else ""
     given = sorted({from_unit for _, from_unit in unit.given})
-    lines = [f"# {unit.title}: pacing guide", "",
-             f"Generated from `solutions/{unit.name}/lesson.md` and the marked regions of its sources (run "
-             "`python -m course.authoring.generate`). The minutes are an estimate from a model, not timed with "
-             f"students: {READING_WORDS_A_MINUTE} words of prose a minute, {MINUTES_A_LINE:g} minutes a line of "
-             f"solution, {MINUTES_A_QUESTION} minutes a written answer. Builds, test runs and benchmarks come on "
-             "top and depend on the GPU. Recalibrate after a first class.", ""]
+    lines = [
+        f"# {unit.title}: pacing guide",
+        "",
+        f"Generated from `solutions/{unit.name}/lesson.md` and the marked regions of its sources (run "
+        "`python -m course.authoring.generate`). The minutes are an estimate from a model, not timed with "
+        f"students: {READING_WORDS_A_MINUTE} words of prose a minute, {MINUTES_A_LINE:g} minutes a line of "
+        f"solution, {MINUTES_A_QUESTION} minutes a written answer. Builds, test runs and benchmarks come on "
+        "top and depend on the GPU. Recalibrate after a first class.",
+        "",
+    ]
     lines.append(f"**Comes after:** `{before}`." if before else "**Comes after:** nothing: it opens the course.")
     if given:
-        lines.append("**Handed over solved from:** " + ", ".join(f"`{name}`" for name in given)
-                     + " (those files arrive finished, so a student who missed those days can start here).")
+        lines.append(
+            "**Handed over solved from:** "
+            + ", ".join(f"`{name}`" for name in given)
+            + " (those files arrive finished, so a student who missed those days can start here)."
+        )
     lines.append("")
-    lines += ["| section | prose (words) | to write | questions | code cells | minutes |",
-              "|---|---|---|---|---|---|"]
+    lines += ["| section | prose (words) | to write | questions | code cells | minutes |", "|---|---|---|---|---|---|"]
     for row in rows:
         written = f"{row['lines']} lines in {', '.join(f'`{f}`' for f in row['files'])}" if row["lines"] else "-"
-        lines.append(f"| {row['title']} | {row['words']} | {written} | {row['questions'] or '-'} | "
-                     f"{row['cells'] or '-'} | {minutes(row)} |")
+        lines.append(
+            f"| {row['title']} | {row['words']} | {written} | {row['questions'] or '-'} | "
+            f"{row['cells'] or '-'} | {minutes(row)} |"
+        )
     total = sum(minutes(row) for row in rows)
     lines += ["", f"**Total:** about {total} minutes ({total / 60:.1f} hours) before builds and runs.", ""]
     return "\n".join(lines)

@@ -24,6 +24,7 @@ OUT may be a git checkout of the student repository: a release updates it in pla
 writes only files whose text changed, removes only files an earlier release wrote that this
 one does not, and keeps every other file (`.git` included) and every unit released before.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,11 @@ def bundle_files(selected: list[Unit], repository: str, branch: str) -> dict[str
 
 def student_readme(selected: list[Unit], repository: str, branch: str) -> str:
     badge = "https://colab.research.google.com/assets/colab-badge.svg"
-    rows = "\n".join(f"| {unit.title} | [![Open In Colab]({badge})]({colab_url(repository, branch, unit)}) "
-                     f"| `src_templates/{unit.name}/` |" for unit in selected)
+    rows = "\n".join(
+        f"| {unit.title} | [![Open In Colab]({badge})]({colab_url(repository, branch, unit)}) "
+        f"| `src_templates/{unit.name}/` |"
+        for unit in selected
+    )
     return f"""# PyTorch C++/CUDA extensions: student materials
 
 One notebook a unit. Open it in Colab (Runtime → Change runtime type → T4 GPU), run every
@@ -174,14 +178,18 @@ def _check_replaceable(out: str) -> None:
     the current folder, the course's repository or a folder above them."""
     here = {os.path.realpath(p) for p in (os.getcwd(), units.REPO)}
     if any(p == os.path.realpath(out) or p.startswith(os.path.realpath(out).rstrip("/") + "/") for p in here):
-        raise ValueError(f"OUT {out!r}: expected a folder of its own for the bundle, not the current folder, "
-                         f"the course's repository or a folder above them")
+        raise ValueError(
+            f"OUT {out!r}: expected a folder of its own for the bundle, not the current folder, "
+            f"the course's repository or a folder above them"
+        )
     if os.path.exists(out) and not os.path.isdir(out):
         raise ValueError(f"OUT {out!r}: expected a folder, and this is a file")
     known = (os.path.join(out, MARKER), os.path.join(out, ".git"))
     if os.path.isdir(out) and os.listdir(out) and not any(os.path.exists(path) for path in known):
-        raise ValueError(f"OUT {out!r}: expected a new or empty folder, an earlier bundle or a git checkout of the "
-                         f"student repository; this one holds other files (no {MARKER}, no .git)")
+        raise ValueError(
+            f"OUT {out!r}: expected a new or empty folder, an earlier bundle or a git checkout of the "
+            f"student repository; this one holds other files (no {MARKER}, no .git)"
+        )
 
 
 def selected_units(names: list[str] | None, everything: bool = False) -> list[Unit]:
@@ -192,21 +200,36 @@ def selected_units(names: list[str] | None, everything: bool = False) -> list[Un
     if unknown:
         raise ValueError(f"--unit {', '.join(unknown)}: expected one of {', '.join(known)}")
     if bool(names) == everything:
-        raise ValueError("--unit: name the units to release (repeatable), or pass --all for every unit; a "
-                         "later unit's starter code holds solved files of the units before it")
+        raise ValueError(
+            "--unit: name the units to release (repeatable), or pass --all for every unit; a "
+            "later unit's starter code holds solved files of the units before it"
+        )
     return [known[name] for name in names] if names else list(known.values())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course.authoring.release", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", help="the bundle's folder: new, an earlier bundle or a git checkout of the student "
-                        "repository (updated in place); OUT.zip is written beside it")
+    parser = argparse.ArgumentParser(
+        prog="python -m course.authoring.release",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "out",
+        help="the bundle's folder: new, an earlier bundle or a git checkout of the student "
+        "repository (updated in place); OUT.zip is written beside it",
+    )
     parser.add_argument("--unit", action="append", help="unit to release (repeatable); earlier units stay")
-    parser.add_argument("--all", action="store_true", help="release every unit (their templates hold the "
-                        "solved files each hands the next: do it once every unit is past its deadline)")
-    parser.add_argument("--repository", default=DEFAULT_REPOSITORY,
-                        help="OWNER/NAME on GitHub that the Colab badges open and the notebooks install from")
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="release every unit (their templates hold the "
+        "solved files each hands the next: do it once every unit is past its deadline)",
+    )
+    parser.add_argument(
+        "--repository",
+        default=DEFAULT_REPOSITORY,
+        help="OWNER/NAME on GitHub that the Colab badges open and the notebooks install from",
+    )
     parser.add_argument("--branch", default="main", help="branch the Colab badges open")
     args = parser.parse_args(argv)
     try:

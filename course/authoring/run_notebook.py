@@ -11,6 +11,7 @@ With COURSE_RELEASE set (a release's runtime/ folder), the notebook runs as in C
 kernel cannot import this checkout's `course`, and the first cell installs the runtime from
 the release.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,13 +24,13 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 
-def run(path: str, workdir: str, timeout: int = 900,
-        environ: dict[str, str] | None = None) -> tuple[bool, nbformat.NotebookNode, str]:
+def run(
+    path: str, workdir: str, timeout: int = 900, environ: dict[str, str] | None = None
+) -> tuple[bool, nbformat.NotebookNode, str]:
     """Returns (ok, executed notebook, error text); `environ`: variables added to the kernel's."""
     os.makedirs(workdir, exist_ok=True)
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": workdir}})
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": workdir}})
     try:
         client.execute(env=kernel_env(workdir, environ))
     except CellExecutionError as error:

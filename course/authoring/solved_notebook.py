@@ -7,6 +7,7 @@ solution's text. The filled cell must then be the unit's solution file, characte
 character: a notebook whose template drifted from its solution is refused, not run. The
 submit cell's STUDENT is set to an id.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,10 @@ import re
 
 import nbformat
 
+from course.notebook import SOURCE_MAGIC
 from course.spec import regions
 from course.spec.regions import Piece
 from course.spec.units import Unit
-from course.notebook import SOURCE_MAGIC
 
 _STUDENT = re.compile(r'^STUDENT = ""', re.MULTILINE)
 
@@ -57,8 +58,10 @@ def source_file(source: str, unit: Unit) -> str | None:
         return None
     owner, _, file = header[1].partition("/")
     if owner != unit.name or file not in unit.files:
-        raise TemplateDrift(f"{unit.name}: a source cell writes {header[1]}, which is none of the unit's files "
-                            f"({', '.join(unit.files)})")
+        raise TemplateDrift(
+            f"{unit.name}: a source cell writes {header[1]}, which is none of the unit's files "
+            f"({', '.join(unit.files)})"
+        )
     return file
 
 
@@ -73,8 +76,10 @@ def solved_source(unit: Unit, file: str, text: str) -> str:
         done.append(piece.solved)
         at += len(piece.starter)
     if at != len(text):
-        raise TemplateDrift(f"{unit.name}/{file}: the notebook's cell goes on past the end of {where}'s template, "
-                            f"at line {_line(text, at)}: {_quote(text, at)}; {_AGAIN}")
+        raise TemplateDrift(
+            f"{unit.name}/{file}: the notebook's cell goes on past the end of {where}'s template, "
+            f"at line {_line(text, at)}: {_quote(text, at)}; {_AGAIN}"
+        )
     result = "".join(done)
     if result != unit.solution(file):  # the pieces are the solution's own: a mismatch is a bug here
         raise TemplateDrift(f"{unit.name}/{file}: the solved cell is not {where}'s solution text")
@@ -93,13 +98,16 @@ def _pieces(unit: Unit, file: str) -> list[Piece]:
 def _drift(unit: Unit, file: str, where: str, text: str, at: int, piece: Piece, region: int) -> str:
     """Where the cell first differs from `piece`'s starter text, which should begin at `at`."""
     place = {"solution": f"in TODO region {region}", "bug": f"in planted bug region {region}"}.get(
-        piece.kind, "outside the TODO regions")
-    same = len(os.path.commonprefix([text[at:at + len(piece.starter)], piece.starter]))
+        piece.kind, "outside the TODO regions"
+    )
+    same = len(os.path.commonprefix([text[at : at + len(piece.starter)], piece.starter]))
     line_start = piece.starter.rfind("\n", 0, same) + 1  # the differing line, from its start
     expected = piece.starter[line_start:].partition("\n")[0]
     found = at + line_start
-    return (f"{unit.name}/{file}: the notebook's cell differs from {where}'s template at its line "
-            f"{_line(text, found)} ({place}): expected {expected!r}, found {_quote(text, found)}; {_AGAIN}")
+    return (
+        f"{unit.name}/{file}: the notebook's cell differs from {where}'s template at its line "
+        f"{_line(text, found)} ({place}): expected {expected!r}, found {_quote(text, found)}; {_AGAIN}"
+    )
 
 
 def _line(text: str, at: int) -> int:

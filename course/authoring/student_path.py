@@ -16,6 +16,7 @@ unit's notebook output and results.json. Exits 1 when a unit fails.
 MAX_JOBS=2, the kernel on 2 cores and its GPU memory capped at 15 GiB
 (course/authoring/kernel_limits.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,7 @@ from dataclasses import asdict, dataclass
 
 import nbformat
 
-from course.authoring import release
-from course.authoring import kernel_limits, run_notebook, student_path_report
+from course.authoring import kernel_limits, release, run_notebook, student_path_report
 from course.authoring.solved_notebook import TemplateDrift, solved
 from course.authoring.student_path_report import UnitRun
 from course.spec.units import REPO, Unit, all_units
@@ -42,19 +42,22 @@ T4_CORES = 2
 @dataclass(frozen=True)
 class Options:
     units: tuple[str, ...]
-    out: str | None = None       # folder for the summary and each unit's logs
-    release: str | None = None   # an existing release to take the notebooks from; default: a new one
+    out: str | None = None  # folder for the summary and each unit's logs
+    release: str | None = None  # an existing release to take the notebooks from; default: a new one
     student: str = "student-path"  # the submit cell's STUDENT
-    t4: bool = False             # play Colab's T4 (see the module's docstring)
-    timeout: int = 1800          # seconds a cell may run
+    t4: bool = False  # play Colab's T4 (see the module's docstring)
+    timeout: int = 1800  # seconds a cell may run
 
 
 def run_units(options: Options) -> list[UnitRun]:
     selected = release.selected_units(list(options.units))
     with tempfile.TemporaryDirectory(prefix="student_path_") as work:
         folder = options.release or _new_release(selected, work)
-        missing = [unit.name for unit in selected
-                   if not os.path.exists(os.path.join(folder, "notebooks", f"{unit.name}.ipynb"))]
+        missing = [
+            unit.name
+            for unit in selected
+            if not os.path.exists(os.path.join(folder, "notebooks", f"{unit.name}.ipynb"))
+        ]
         if missing:
             raise ValueError(f"--release {folder}: expected a release with the notebooks of {', '.join(missing)}")
         return [play(unit, os.path.abspath(folder), work, options) for unit in selected]
@@ -72,8 +75,9 @@ def play(unit: Unit, folder: str, work: str, options: Options) -> UnitRun:
     logs = os.path.join(options.out or work, unit.name)
     os.makedirs(logs, exist_ok=True)
     try:
-        notebook = solved(nbformat.read(os.path.join(folder, "notebooks", f"{unit.name}.ipynb"), as_version=4),
-                          unit, options.student)
+        notebook = solved(
+            nbformat.read(os.path.join(folder, "notebooks", f"{unit.name}.ipynb"), as_version=4), unit, options.student
+        )
     except TemplateDrift as error:
         result.problem = str(error)
         return result
@@ -90,8 +94,10 @@ def play(unit: Unit, folder: str, work: str, options: Options) -> UnitRun:
         result.problem = "a cell failed: " + (error.strip().splitlines() or ["no message"])[-1]
         return result
     if not os.path.isdir(os.path.join(run_folder, ".pip_target", "course")):
-        result.problem = ("the notebook did not install the runtime from the release: its version was importable "
-                          "already (installed into this Python?), so the release's wheel went untested")
+        result.problem = (
+            "the notebook did not install the runtime from the release: its version was importable "
+            "already (installed into this Python?), so the release's wheel went untested"
+        )
         return result
     submission = os.path.join(run_folder, f"submission_{unit.name}.zip")
     if not os.path.exists(submission):

@@ -7,6 +7,7 @@ grader did not run for what this machine lacks (its case's GPU, or a tool "not o
 grading machine") is counted as not run, not as failed; a written answer, graded by hand, is
 left out.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ MACHINE_LACKS = ("is not on the grading machine", "is not installed on the gradi
 class UnitRun:
     unit: str
     ok: bool = False
-    problem: str = ""               # the first step that failed, and why
+    problem: str = ""  # the first step that failed, and why
     notebook_s: float | None = None  # the notebook's run, top to bottom, kernel start included
     build_s: list[float] = field(default_factory=list)  # each "Built <unit> in X s" it printed
     grading_s: float | None = None  # the grading command, start to end
@@ -32,7 +33,7 @@ class UnitRun:
     max_score: float | None = None
     passed: int = 0
     not_run: dict[str, int] = field(default_factory=dict)  # why: how many tests
-    failed: list[str] = field(default_factory=list)       # "test: the first line of its output"
+    failed: list[str] = field(default_factory=list)  # "test: the first line of its output"
     perf: dict[str, float] = field(default_factory=dict)  # perf test: its ratio to the reference
 
 
@@ -83,12 +84,16 @@ def gpu_count() -> int:
 
 def summary_line(result: UnitRun) -> str:
     builds = ", ".join(f"{seconds:g}" for seconds in result.build_s) + " s" if result.build_s else "none"
-    times = (f"notebook {_seconds(result.notebook_s)} (builds {builds}), grading {_seconds(result.grading_s)} "
-             f"(build {_seconds(result.grading_build_s)})")
+    times = (
+        f"notebook {_seconds(result.notebook_s)} (builds {builds}), grading {_seconds(result.grading_s)} "
+        f"(build {_seconds(result.grading_build_s)})"
+    )
     parts = [f"{result.unit}: {'PASS' if result.ok else 'FAIL'}", times]
     if result.score is not None:
-        parts.append(f"{result.score:g}/{result.max_score:g} points, {result.passed} passed, "
-                     f"{sum(result.not_run.values())} not run, {len(result.failed)} failed")
+        parts.append(
+            f"{result.score:g}/{result.max_score:g} points, {result.passed} passed, "
+            f"{sum(result.not_run.values())} not run, {len(result.failed)} failed"
+        )
     if result.perf:
         parts.append("perf " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in result.perf.items()))
     if result.problem:
@@ -108,9 +113,13 @@ def machine() -> dict:
     """What the times were measured on."""
     import torch
 
-    return {"cores": len(os.sched_getaffinity(0)), "load_average": [round(x, 2) for x in os.getloadavg()],
-            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
-            "torch": torch.__version__, "python": platform.python_version()}
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else "none",
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def write_summary(out: str, results: list[UnitRun], options: dict) -> None:
@@ -118,22 +127,40 @@ def write_summary(out: str, results: list[UnitRun], options: dict) -> None:
     os.makedirs(out, exist_ok=True)
     where = machine()
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as handle:
-        json.dump({"machine": where, "options": options, "units": [asdict(result) for result in results]},
-                  handle, indent=1)
+        json.dump(
+            {"machine": where, "options": options, "units": [asdict(result) for result in results]}, handle, indent=1
+        )
         handle.write("\n")
-    columns = ("unit", "result", "notebook s", "its builds s", "grading s", "its build s", "points", "passed",
-               "not run", "failed")
+    columns = (
+        "unit",
+        "result",
+        "notebook s",
+        "its builds s",
+        "grading s",
+        "its build s",
+        "points",
+        "passed",
+        "not run",
+        "failed",
+    )
     rows = ["| " + " | ".join(columns) + " |", "| --- " * len(columns) + "|"]
     for result in results:
         points = "-" if result.score is None else f"{result.score:g}/{result.max_score:g}"
-        rows.append(f"| {result.unit} | {'PASS' if result.ok else 'FAIL: ' + result.problem} "
-                    f"| {_number(result.notebook_s)} | {', '.join(f'{s:g}' for s in result.build_s) or '-'} "
-                    f"| {_number(result.grading_s)} | {_number(result.grading_build_s)} | {points} | {result.passed} "
-                    f"| {sum(result.not_run.values())} | {len(result.failed)} |")
-    notes = [f"- {result.unit}: not run: {reason} ({count})" for result in results
-             for reason, count in result.not_run.items()]
+        rows.append(
+            f"| {result.unit} | {'PASS' if result.ok else 'FAIL: ' + result.problem} "
+            f"| {_number(result.notebook_s)} | {', '.join(f'{s:g}' for s in result.build_s) or '-'} "
+            f"| {_number(result.grading_s)} | {_number(result.grading_build_s)} | {points} | {result.passed} "
+            f"| {sum(result.not_run.values())} | {len(result.failed)} |"
+        )
+    notes = [
+        f"- {result.unit}: not run: {reason} ({count})"
+        for result in results
+        for reason, count in result.not_run.items()
+    ]
     notes += [f"- {result.unit}: failed {failure}" for result in results for failure in result.failed]
-    header = (f"# Student path\n\nOn {where['cores']} cores, GPU {where['gpu']}, torch {where['torch']}, "
-              f"load average {where['load_average'][0]}{', T4 settings' if options.get('t4') else ''}.\n\n")
+    header = (
+        f"# Student path\n\nOn {where['cores']} cores, GPU {where['gpu']}, torch {where['torch']}, "
+        f"load average {where['load_average'][0]}{', T4 settings' if options.get('t4') else ''}.\n\n"
+    )
     with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as handle:
         handle.write(header + "\n".join(rows + ([""] + notes if notes else [])) + "\n")

@@ -2,6 +2,7 @@
 code cells, and `<!-- name argument -->` lines, directives, that become the cells they name
 (course/authoring/generate.py) or mark where a written question is answered
 (course/spec/questions.py)."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,8 @@ ANSWER_PROMPT = "*Your answer:*"
 
 
 class Part(NamedTuple):
-    kind: str       # "prose" (one line), "code" (a whole block) or "directive"
-    text: str       # prose: the line; code: the block's lines; directive: its argument
+    kind: str  # "prose" (one line), "code" (a whole block) or "directive"
+    text: str  # prose: the line; code: the block's lines; directive: its argument
     name: str = ""  # a directive's name
 
 

@@ -7,6 +7,7 @@ rest are compared. autograder/hostile/hostile.toml lists submissions that attack
 grader itself, in the same form, and solutions/<unit>/planted_bugs.toml bugs that a tool
 (compute-sanitizer) must find whatever the tests see.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -26,20 +27,20 @@ class Mutant:
     edits: tuple[dict, ...]
     gpu_only: bool
     perf_partial: bool = False  # its perf tests together earn some points, not all
-    timed: bool = False         # its verdict rests on measured times: its test runs alone on the GPU
+    timed: bool = False  # its verdict rests on measured times: its test runs alone on the GPU
     # Hostile submissions (autograder/hostile/hostile.toml) say more about how they are graded:
-    says: str = ""                  # what the output of every test it loses contains
-    not_run: tuple[str, ...] = ()   # tests reported as not run (fnmatch patterns)
-    tests: tuple[str, ...] = ()     # grade only these tests (fnmatch patterns); all when empty
-    submission: str = ""            # a file that is the whole submission, instead of edits
-    after_exit: bool = False        # graded by the command line; its report is checked after it exits
-    time_limit: float = 0.0         # the whole grading's, in seconds (0: the grader's own)
-    case_timeout: float = 0.0       # a cap on every test's time limit (0: none)
-    min_gpus: int = 0               # what it loses shows only on a machine with this many GPUs
-    sandbox: str = ""               # the sandbox mode its verdict needs; graded elsewhere, it is skipped
+    says: str = ""  # what the output of every test it loses contains
+    not_run: tuple[str, ...] = ()  # tests reported as not run (fnmatch patterns)
+    tests: tuple[str, ...] = ()  # grade only these tests (fnmatch patterns); all when empty
+    submission: str = ""  # a file that is the whole submission, instead of edits
+    after_exit: bool = False  # graded by the command line; its report is checked after it exits
+    time_limit: float = 0.0  # the whole grading's, in seconds (0: the grader's own)
+    case_timeout: float = 0.0  # a cap on every test's time limit (0: none)
+    min_gpus: int = 0  # what it loses shows only on a machine with this many GPUs
+    sandbox: str = ""  # the sandbox mode its verdict needs; graded elsewhere, it is skipped
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
-    found_by: str = ""              # a compute-sanitizer tool, or "tests" (then `loses` says which)
-    either: tuple[str, ...] = ()    # tests a race loses only sometimes: lost or kept, both are right
+    found_by: str = ""  # a compute-sanitizer tool, or "tests" (then `loses` says which)
+    either: tuple[str, ...] = ()  # tests a race loses only sometimes: lost or kept, both are right
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -82,14 +83,26 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
                 raise ValueError(f"{path}: {name} has no edits and no BUG region of that name in the sources")
             edits = (regions[name],)
         found[name] = Mutant(
-            name, entry["about"], tuple(entry.get("loses", ())), tuple(entry.get("keeps", ())), edits,
-            entry.get("gpu_only", False), entry.get("perf_partial", False), entry.get("timed", False),
+            name,
+            entry["about"],
+            tuple(entry.get("loses", ())),
+            tuple(entry.get("keeps", ())),
+            edits,
+            entry.get("gpu_only", False),
+            entry.get("perf_partial", False),
+            entry.get("timed", False),
             entry.get("says", ""),
-            tuple(entry.get("not_run", ())), tuple(entry.get("tests", ())),
+            tuple(entry.get("not_run", ())),
+            tuple(entry.get("tests", ())),
             os.path.join(folder, entry["submission"]) if "submission" in entry else "",
-            entry.get("after_exit", False), float(entry.get("time_limit", 0)), float(entry.get("case_timeout", 0)),
-            int(entry.get("min_gpus", 0)), entry.get("sandbox", ""), entry.get("found_by", ""),
-            tuple(entry.get("either", ())))
+            entry.get("after_exit", False),
+            float(entry.get("time_limit", 0)),
+            float(entry.get("case_timeout", 0)),
+            int(entry.get("min_gpus", 0)),
+            entry.get("sandbox", ""),
+            entry.get("found_by", ""),
+            tuple(entry.get("either", ())),
+        )
     return found
 
 
@@ -116,8 +129,10 @@ def write(unit: Unit, mutant: Mutant, dest: str) -> None:
             count = edit.get("count", 1)
             found = text.count(edit["old"])
             if found != count:
-                raise ValueError(f"mutant {mutant.name}: expected {count} occurrence(s) of its edit in "
-                                 f"{edit['file']}, found {found}: the solution changed, update the mutant")
+                raise ValueError(
+                    f"mutant {mutant.name}: expected {count} occurrence(s) of its edit in "
+                    f"{edit['file']}, found {found}: the solution changed, update the mutant"
+                )
             text = text.replace(edit["old"], edit["new"])
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -2,6 +2,7 @@
 paragraph just above it, which asks the question. The grader turns a submission's answers
 into entries for grading by hand (autograder/grade.py), and the class reports collect them
 (autograder/gradebook.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,5 +39,5 @@ def answer_text(cell_text: str) -> str:
     """What the student wrote in an answer cell, without the prompt the cell came with."""
     text = cell_text.strip()
     if text.startswith(ANSWER_PROMPT):
-        text = text[len(ANSWER_PROMPT):].strip()
+        text = text[len(ANSWER_PROMPT) :].strip()
     return text

@@ -18,6 +18,7 @@ and, for a debugging lab, the bugs the starter code ships with:
 
 `#` works in place of `//` for Python.
 """
+
 from __future__ import annotations
 
 import re
@@ -85,8 +86,13 @@ def bugged_text(text: str, path: str = "<text>") -> str:
 def solution_lines(text: str, path: str = "<text>") -> int:
     """Lines of code the solution regions hold (blank lines and comment-only lines left out):
     what a student writes."""
-    return sum(1 for kind, lines, _ in _split(text, path) if kind == "solution" for line in lines
-               if line.strip() and not line.strip().startswith(("//", "#")))
+    return sum(
+        1
+        for kind, lines, _ in _split(text, path)
+        if kind == "solution"
+        for line in lines
+        if line.strip() and not line.strip().startswith(("//", "#"))
+    )
 
 
 def stubs(text: str, path: str = "<text>") -> list[str]:
@@ -102,6 +108,7 @@ def stubs(text: str, path: str = "<text>") -> list[str]:
 class Piece(NamedTuple):
     """A stretch of a marked file: `starter` is what the template has there, `solved` what the
     solution has; `kind` is 'plain' (the two are the same), 'solution' or 'bug'."""
+
     kind: str
     starter: str
     solved: str

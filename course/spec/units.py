@@ -10,6 +10,7 @@
 solutions/common/ holds what several units share: headers written beside their sources,
 and the Python pieces their test suites import.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,12 +41,12 @@ class Unit:
     sources: tuple[str, ...]
     common: tuple[str, ...] = ()
     given: tuple[tuple[str, str], ...] = ()  # (file, unit it comes from): earlier work, handed over solved
-    build: str = "jit"       # how a submission is built: jit, wheel or none (course/build.py)
-    load: str = "pybind"     # what the tests call: pybind, torch_ops or python (course/loading.py)
-    namespace: str = ""      # torch_ops: the TORCH_LIBRARY namespace
-    package: str = ""        # wheel: the import name of the student's package
+    build: str = "jit"  # how a submission is built: jit, wheel or none (course/build.py)
+    load: str = "pybind"  # what the tests call: pybind, torch_ops or python (course/loading.py)
+    namespace: str = ""  # torch_ops: the TORCH_LIBRARY namespace
+    package: str = ""  # wheel: the import name of the student's package
     profiled_kernels: tuple[str, ...] = ()  # kernels the notebook's profiler cell must report
-    repo: str = REPO         # the course folder: solutions/, src_templates/ and notebooks/ in it
+    repo: str = REPO  # the course folder: solutions/, src_templates/ and notebooks/ in it
 
     @property
     def day(self) -> str:
@@ -156,13 +157,24 @@ def load(name: str, repo: str = REPO) -> Unit:
     with open(path, "rb") as handle:
         data = tomllib.load(handle)
     given = tuple((file, unit) for unit, files in data.get("given", {}).items() for file in files)
-    unit = Unit(name, data["title"], tuple(data["sources"]), tuple(data.get("common", ())), given,
-                build=data.get("build", "jit"), load=data.get("load", "pybind"),
-                namespace=data.get("namespace", ""), package=data.get("package", ""),
-                profiled_kernels=tuple(data.get("notebook", {}).get("profiled_kernels", ())), repo=repo)
+    unit = Unit(
+        name,
+        data["title"],
+        tuple(data["sources"]),
+        tuple(data.get("common", ())),
+        given,
+        build=data.get("build", "jit"),
+        load=data.get("load", "pybind"),
+        namespace=data.get("namespace", ""),
+        package=data.get("package", ""),
+        profiled_kernels=tuple(data.get("notebook", {}).get("profiled_kernels", ())),
+        repo=repo,
+    )
     if unit.build not in BUILD_KINDS or unit.load not in LOAD_KINDS:
-        raise ValueError(f"{path}: build must be one of {', '.join(BUILD_KINDS)} and load one of "
-                         f"{', '.join(LOAD_KINDS)}; got build = {unit.build!r}, load = {unit.load!r}")
+        raise ValueError(
+            f"{path}: build must be one of {', '.join(BUILD_KINDS)} and load one of "
+            f"{', '.join(LOAD_KINDS)}; got build = {unit.build!r}, load = {unit.load!r}"
+        )
     if unit.load == "torch_ops" and not unit.namespace:
         raise ValueError(f"{path}: load = 'torch_ops' needs namespace = '<the TORCH_LIBRARY namespace>'")
     if unit.build == "wheel" and not unit.package:
@@ -172,5 +184,8 @@ def load(name: str, repo: str = REPO) -> Unit:
 
 def all_units(repo: str = REPO) -> list[Unit]:
     solutions = os.path.join(repo, "solutions")
-    return [load(entry, repo) for entry in sorted(os.listdir(solutions))
-            if os.path.exists(os.path.join(solutions, entry, "unit.toml"))]
+    return [
+        load(entry, repo)
+        for entry in sorted(os.listdir(solutions))
+        if os.path.exists(os.path.join(solutions, entry, "unit.toml"))
+    ]

@@ -6,9 +6,8 @@ below joins them, as on day03.
 """
 import numbers
 
-import torch
-
 import day04_layernorm_edge_cases as _ext  # the build registers the compiled module under the unit's name
+import torch
 
 
 class LayerNormFunction(torch.autograd.Function):

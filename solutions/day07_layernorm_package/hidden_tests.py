@@ -4,16 +4,16 @@ through autograd in every dtype."""
 from course.cases import FULL_AT, ZERO_AT
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *  # noqa: F403
+from .public_tests import *
 from .public_tests import CASES as PUBLIC_CASES
 from .public_tests import HINTS, PERF_NEEDS, PERF_SHAPE, _case, _error
 
-FP16, BF16, FP32, FP64 = torch.float16, torch.bfloat16, torch.float32, torch.float64  # noqa: F405
+FP16, BF16, FP32, FP64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 
 
 def _perf(dtype, shape):
     short = {FP16: "fp16", BF16: "bf16", FP32: "fp32"}[dtype]
-    return Case(f"cuda_perf_autograd_{short}_{shape[0]}x{shape[1]}", "cuda_perf", "cuda", 1.0,  # noqa: F405
+    return Case(f"cuda_perf_autograd_{short}_{shape[0]}x{shape[1]}", "cuda_perf", "cuda", 1.0,
                 dict(op="perf", dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=ZERO_AT), kind="perf",
                 timeout=120.0, needs=PERF_NEEDS)
 
@@ -61,9 +61,9 @@ CASES = [
           group="package"),
     _case("memory", "cuda", "memory", (64, 256), checks=(), group="package"),
     # Not run where the grading machine shows one GPU (the report says so).
-    Case("cuda1_on_inputs_gpu", "cuda1_package", "cuda:1", 1.0,  # noqa: F405
+    Case("cuda1_on_inputs_gpu", "cuda1_package", "cuda:1", 1.0,
          dict(op="on_inputs_gpu", shape=(96, 768), dtype=FP32), hint=HINTS["on_inputs_gpu"]),
-    _error("cpu_error_x_integer", ("x",), x=lambda x: x.round().to(torch.int32)),  # noqa: F405
+    _error("cpu_error_x_integer", ("x",), x=lambda x: x.round().to(torch.int32)),
     _error("cpu_error_weight_dtype", ("weight", "dtype"), gamma=lambda g: g.double()),
     _error("cpu_error_bias_shape", ("bias",), beta=lambda b: b[:-1]),
     _error("cpu_error_x_0d", ("x",), x=lambda x: x[0, 0]),

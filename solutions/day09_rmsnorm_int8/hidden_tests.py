@@ -5,9 +5,23 @@ import dataclasses
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *  # noqa: F403 - the ops, their inputs and the public cases
-from .public_tests import (AUTOGRAD_PERF_SHAPE, BF16, CASES as PUBLIC_CASES, FP16, FP32, FP64, HINTS,
-                           QUANT_PERF_HINT, QUANT_PERF_SHAPE, case, compiled, error, opcheck, perf)
+from .public_tests import *
+from .public_tests import (
+    AUTOGRAD_PERF_SHAPE,
+    BF16,
+    FP16,
+    FP32,
+    FP64,
+    HINTS,
+    QUANT_PERF_HINT,
+    QUANT_PERF_SHAPE,
+    case,
+    compiled,
+    error,
+    opcheck,
+    perf,
+)
+from .public_tests import CASES as PUBLIC_CASES
 
 
 def _thresholds(case, **params):

@@ -9,9 +9,8 @@ backend "triton": torch.ops.rmsnorm_triton (rmsnorm_triton.py, GPU only).
 
 eps=None means torch.finfo(x.dtype).eps, as in F.rms_norm.
 """
-import torch
-
 import rmsnorm_triton  # defines torch.ops.rmsnorm_triton
+import torch
 
 BACKENDS = ("cuda", "triton")
 
