@@ -40,11 +40,7 @@ def _exit_on_sigterm(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m autograder", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+def _add_grade(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     grade_parser = commands.add_parser("grade", help="grade one submission")
     grade_parser.add_argument("submission", help="a .ipynb, a folder of sources or the notebook's zip")
     grade_parser.add_argument("--unit", required=True, choices=[u.name for u in units.all_units()])
@@ -68,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="run the build a first step kept in DIR instead of building (grade-all sets it)",
     )
+    return grade_parser
+
+
+def _add_reference(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     reference_parser = commands.add_parser("reference", help="grade the reference solutions")
     reference_parser.add_argument(
         "--unit",
@@ -76,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         help="unit name (repeatable); default: all",
     )
     reference_parser.add_argument("--out", default="results")
+    return reference_parser
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    grade_parser, reference_parser = _add_grade(commands), _add_reference(commands)
     for sub in (grade_parser, reference_parser):
         sub.add_argument(
             "--tests",
@@ -89,6 +98,33 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--work", help="folder for the grading's temporary folder (default: the temp folder)")
     reference_parser.set_defaults(sandbox="none")  # trusted code: no sandbox needed
     class_cli.add_commands(commands)
+    return parser
+
+
+def _say_how_confined(args) -> None:
+    if args.command == "reference" and args.sandbox == "none":
+        print(
+            "Grading the course's own reference solutions: trusted code, run without a sandbox "
+            "(--sandbox auto confines them too).",
+            file=sys.stderr,
+        )
+    elif args.sandbox == "none":
+        print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
+
+
+def _grade_references(args, options: GradeOptions) -> int:
+    ok = True
+    for unit in units.all_units():
+        if args.unit and unit.name not in args.unit:
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            unit.write("solution", folder)
+            ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), options)
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a student's text may hold what UTF-8 cannot encode
         if hasattr(stream, "reconfigure"):
@@ -99,40 +135,25 @@ def main(argv: list[str] | None = None) -> int:
     class_cli.check_out_folder(parser, "--out", args.out)
     class_cli.check_out_folder(parser, "--work", args.work)
     class_cli.check_time_limit(parser, args.time_limit)
-    if args.command == "reference" and args.sandbox == "none":
-        print(
-            "Grading the course's own reference solutions: trusted code, run without a sandbox "
-            "(--sandbox auto confines them too).",
-            file=sys.stderr,
-        )
-    elif args.sandbox == "none":
-        print("WARNING: --sandbox none: student code runs unconfined, as this user", file=sys.stderr)
+    _say_how_confined(args)
     options = GradeOptions(
         sandbox_mode=args.sandbox, time_limit=args.time_limit, work=args.work, tests=tuple(args.tests)
     )
-
     try:
-        if args.command == "grade":
-            if not os.path.exists(args.submission):
-                parser.error(f"submission {args.submission!r} does not exist")
-            options = dataclasses.replace(
-                options,
-                seed=args.seed,
-                gpu_lock=args.gpu_lock,
-                own_tests=not args.no_own_tests,
-                keep_build=args.keep_build,
-                prebuilt=args.prebuilt,
-            )
-            _grade_and_report(args.submission, units.load(args.unit), args.out, options)
-            return 0
-        ok = True
-        for unit in units.all_units():
-            if args.unit and unit.name not in args.unit:
-                continue
-            with tempfile.TemporaryDirectory() as folder:
-                unit.write("solution", folder)
-                ok &= _grade_and_report(folder, unit, os.path.join(args.out, unit.name), options)
-        return 0 if ok else 1
+        if args.command == "reference":
+            return _grade_references(args, options)
+        if not os.path.exists(args.submission):
+            parser.error(f"submission {args.submission!r} does not exist")
+        options = dataclasses.replace(
+            options,
+            seed=args.seed,
+            gpu_lock=args.gpu_lock,
+            own_tests=not args.no_own_tests,
+            keep_build=args.keep_build,
+            prebuilt=args.prebuilt,
+        )
+        _grade_and_report(args.submission, units.load(args.unit), args.out, options)
+        return 0
     except SandboxError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

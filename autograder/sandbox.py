@@ -335,32 +335,29 @@ class Sandbox:
         args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev"]
         for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU, when there is one
             args += ["--dev-bind", node, node]
-        args += [
-            "--proc",
-            "/proc",
-            "--perms",
-            "1777",
-            "--size",
-            str(TMPFS_BYTES),
-            "--tmpfs",
-            "/tmp",
-            "--perms",
-            "1777",
-            "--size",
-            str(TMPFS_BYTES // 4),
-            "--tmpfs",
-            "/dev/shm",
-        ]
+        args += ["--proc", "/proc", *_tmpfs("/tmp", TMPFS_BYTES), *_tmpfs("/dev/shm", TMPFS_BYTES // 4)]
         home = os.path.realpath(os.path.expanduser("~"))
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
-        hidden = ("/tmp", home)
+        args += self._mounts(writable + ([ccache_dir] if ccache_dir else []), hidden=("/tmp", home))
+        args += ["--chdir", cwd, "--die-with-parent", "--new-session"]
+        if self.uid is None:
+            return args + ["--unshare-all", "--", *argv]
+        # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
+        # switch to) and the command switches to the sandbox uid, with no capabilities left.
+        groups = ["--groups", str(CCACHE_GID)] if ccache_dir else ["--clear-groups"]
+        uid = str(self.uid)
+        return [*args, *_AS_ROOT, "--", "setpriv", "--reuid", uid, "--regid", uid, *groups, *_NO_CAPS, "--", *argv]
+
+    def _mounts(self, writable: list[str], hidden: tuple[str, ...]) -> list[str]:
+        """bwrap's arguments for what the runs see of the folders `hidden` and self.hidden
+        (emptied) and for the `writable` ones, outer folders first."""
         emptied = self.hidden  # seen empty: what the runs need from them is bound back below
         binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden) or _under(p, emptied)]
         binds += [(p, "--tmpfs") for p in emptied]
-        binds += [(os.path.realpath(p), "--bind") for p in writable + ([ccache_dir] if ccache_dir else [])]
-        made, bound = set(), []
-        for path, how in sorted(binds, key=lambda item: item[0].count(os.sep)):  # outer folders first
+        binds += [(os.path.realpath(p), "--bind") for p in writable]
+        args, made, bound = [], set(), []
+        for path, how in sorted(binds, key=lambda item: item[0].count(os.sep)):
             if how == "--tmpfs":
                 args += ["--tmpfs", path]
                 bound = [b for b in bound if not _under(b, (path,))]
@@ -371,41 +368,13 @@ class Sandbox:
             # emptied folder private (0700): made here, so that the sandbox uid may pass through them
             for above in _ancestors(path):
                 in_emptied = _under(above, emptied) and above not in emptied
-                if above not in made and (
-                    in_emptied or _under(above, hidden) and above not in hidden and not _under(above, tuple(bound))
-                ):
+                in_hidden = _under(above, hidden) and above not in hidden and not _under(above, tuple(bound))
+                if above not in made and (in_emptied or in_hidden):
                     args += ["--perms", "0755", "--dir", above]
                     made.add(above)
             args += [how, path, path]
             bound.append(path)
-        args += ["--chdir", cwd, "--die-with-parent", "--new-session"]
-        if self.uid is None:
-            return args + ["--unshare-all", "--", *argv]
-        # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
-        # switch to) and the command switches to the sandbox uid, with no capabilities left.
-        groups = ["--groups", str(CCACHE_GID)] if ccache_dir else ["--clear-groups"]
-        return args + [
-            "--unshare-ipc",
-            "--unshare-pid",
-            "--unshare-net",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-add",
-            "CAP_SETUID",
-            "--cap-add",
-            "CAP_SETGID",
-            "--",
-            "setpriv",
-            "--reuid",
-            str(self.uid),
-            "--regid",
-            str(self.uid),
-            *groups,
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--",
-            *argv,
-        ]
+        return args
 
     # ---- ending ----
 
@@ -529,6 +498,17 @@ def _ancestors(path: str) -> list[str]:
         path = os.path.dirname(path)
         above.append(path)
     return above[::-1]
+
+
+def _tmpfs(path: str, size: int) -> list[str]:
+    """bwrap's arguments for an empty, world-writable (sticky) `path` of at most `size` bytes."""
+    return ["--perms", "1777", "--size", str(size), "--tmpfs", path]
+
+
+# As root: every namespace but the user one, and only the capabilities to switch uid.
+_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+_AS_ROOT += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+_NO_CAPS = ["--inh-caps=-all", "--bounding-set=-all"]
 
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:

@@ -217,6 +217,32 @@ def time_op(
     """Time fn(*args) over rotating arg_sets until the spread is small or the budget is spent.
     The device is the arguments' (CUDA if any tensor is on a GPU) unless named."""
     cuda = device.startswith("cuda") if device else _on_cuda(arg_sets[0])
+    hold_ms = _warm_up(fn, arg_sets, warmup, cuda)
+    call_ms = _cuda_call_ms if cuda else _cpu_call_ms
+    last_outputs: list = [None] * len(arg_sets)
+    times: list[float] = []
+    gpu_times: list[float] = []
+    host_times: list[float] = []
+    spent = 0.0
+    while len(times) < max(max_reps, len(arg_sets)):
+        index = len(times) % len(arg_sets)
+        gpu_ms, host_ms, last_outputs[index] = call_ms(fn, fresh_inputs(arg_sets[index]), hold_ms)
+        times.append(max(gpu_ms, host_ms))
+        gpu_times.append(gpu_ms)
+        host_times.append(host_ms)
+        spent += times[-1] / 1e3
+        if len(times) >= max(min_reps, len(arg_sets)):  # every set timed, so every set's output judged
+            if _spread(times) < target_spread or spent > budget_s:
+                break
+    gpu_ms, host_ms = statistics.median(gpu_times), statistics.median(host_times)
+    host_bound = cuda and sum(host > gpu for gpu, host in zip(gpu_times, host_times)) > len(times) / 2
+    whole = _unseen_work_ms(fn, arg_sets, gpu_ms, host_ms, hold_ms) if cuda else None
+    median = statistics.median(times) if whole is None else whole
+    return Timing(median, _spread(times), len(times), host_bound, gpu_ms, host_ms, whole is not None, last_outputs)
+
+
+def _warm_up(fn, arg_sets: list[tuple], warmup: int, cuda: bool) -> float:
+    """Warm-up calls; returns how long each timed call holds the GPU before its work is enqueued."""
     warmup_host_ms = []
     for index in range(max(warmup, 1)):
         start = _clock()
@@ -229,47 +255,19 @@ def time_op(
     # An op that returns only once the GPU is done (.item(), a copy to the host) would wait
     # for the hold as well and be charged it: it gets none, and starts on an idle GPU.
     hold_ms = min(2 * min(warmup_host_ms) + 0.05, 20.0)
-    if cuda and _waits_for_gpu(fn, arg_sets[0], hold_ms):
-        hold_ms = 0.0
-    call_ms = _cuda_call_ms if cuda else _cpu_call_ms
-    last_outputs: list = [None] * len(arg_sets)
-    times: list[float] = []
-    gpu_times: list[float] = []
-    host_times: list[float] = []
-    host_bound_calls = 0
-    spent = 0.0
-    while len(times) < max(max_reps, len(arg_sets)):
-        index = len(times) % len(arg_sets)
-        gpu_ms, host_ms, last_outputs[index] = call_ms(fn, fresh_inputs(arg_sets[index]), hold_ms)
-        times.append(max(gpu_ms, host_ms))
-        gpu_times.append(gpu_ms)
-        host_times.append(host_ms)
-        if cuda and host_ms > gpu_ms:
-            host_bound_calls += 1
-        spent += times[-1] / 1e3
-        if len(times) >= max(min_reps, len(arg_sets)):  # every set timed, so every set's output judged
-            spread = _spread(times)
-            if spread < target_spread or spent > budget_s:
-                break
-    median, gpu_ms, host_ms, unseen = (
-        statistics.median(times),
-        statistics.median(gpu_times),
-        statistics.median(host_times),
-        False,
-    )
-    if cuda:
-        # A hiccup (another process on the host, clocks still rising) can slow a few whole calls;
-        # work the events missed slows every set of them. So a second set must agree.
-        # Without a hold the events already span the host's enqueueing: host time counts once.
-        limit = UNSEEN_FACTOR * (max(gpu_ms, host_ms) if hold_ms == 0 else gpu_ms + host_ms) + UNSEEN_MARGIN_MS
-        whole = _whole_call_ms(fn, arg_sets)
-        if whole > limit:
-            whole = min(whole, _whole_call_ms(fn, arg_sets))
-        unseen = whole > limit
-        median = whole if unseen else median
-    return Timing(
-        median, _spread(times), len(times), host_bound_calls > len(times) / 2, gpu_ms, host_ms, unseen, last_outputs
-    )
+    return 0.0 if cuda and _waits_for_gpu(fn, arg_sets[0], hold_ms) else hold_ms
+
+
+def _unseen_work_ms(fn, arg_sets: list[tuple], gpu_ms: float, host_ms: float, hold_ms: float) -> float | None:
+    """A whole call's time, until the GPU is idle, where the events missed work; else None.
+    A hiccup (another process on the host, clocks still rising) can slow a few whole calls;
+    work the events missed slows every set of them. So a second set must agree. Without a
+    hold the events already span the host's enqueueing: host time counts once."""
+    limit = UNSEEN_FACTOR * (max(gpu_ms, host_ms) if hold_ms == 0 else gpu_ms + host_ms) + UNSEEN_MARGIN_MS
+    whole = _whole_call_ms(fn, arg_sets)
+    if whole > limit:
+        whole = min(whole, _whole_call_ms(fn, arg_sets))
+    return whole if whole > limit else None
 
 
 def _spread(times: list[float]) -> float:

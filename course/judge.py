@@ -240,45 +240,19 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     if not isinstance(baseline, dict) or "timing" not in baseline:
         why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
         return Verdict(False, f"not run: the reference could not be timed here: {why}")
-    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
-        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
-            spec, inputs, outputs
-        )
-        if problems:
-            return Verdict(
-                False,
-                "\n".join(
-                    [
-                        f"the output of the timed calls on input set {index + 1} of "
-                        f"{len(input_sets)} was wrong, so their time earns no points:",
-                        *_with_hint(problems, case),
-                    ]
-                ),
-                0.0,
-            )
+    wrong = _timed_outputs_problem(spec, case, input_sets, result)
+    if wrong:
+        return Verdict(False, wrong, 0.0)
     ours, torchs = _timing(result["timing"]), _timing(baseline["timing"])
     reference = _timing(baseline["reference_timing"]) if "reference_timing" in baseline else None
     if not 0 < ours.median_ms < float("inf"):  # the divisions below must mean something
         return Verdict(False, f"the timed run reported {ours.median_ms} ms, not a time", 0.0)
-    full_at, zero_at = case.params["full_at"], case.params["zero_at"]
-    torch_ratio = torchs.median_ms / ours.median_ms
     nbytes = spec.bytes_moved(input_sets[0])
-    if reference is not None:
-        ratio = reference.median_ms / ours.median_ms
-        timed = (
-            f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), the reference "
-            f"{reference.median_ms:.3f} ms ({reference.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms"
-        )
-    else:
-        stand_in = case.params.get("reference_vs_torch", 1.0)
-        ratio = torch_ratio / stand_in
-        timed = (
-            f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms "
-            f"({torchs.gbs(nbytes):.0f} GB/s); the reference is not here: estimated as torch's speed "
-            f"x{stand_in:g} (what it measured where it was last timed)"
-        )
+    ratio, timed = _against_reference(case, ours, torchs, reference, nbytes)
+    full_at, zero_at = case.params["full_at"], case.params["zero_at"]
     fraction = perf_fraction(ratio, full_at, zero_at)
     points = round(case.points * fraction, 2)
+    torch_ratio = torchs.median_ms / ours.median_ms
     message = (
         f"{timed} on {describe_inputs(input_sets[0])}: {ratio:.2f}x the reference, {torch_ratio:.2f}x torch "
         f"-> {points:g}/{case.points:g} points (full at {full_at:.2f}x the reference, zero at {zero_at:.2f}x)"
@@ -293,13 +267,49 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
             "\nyour call spent longer on the host (Python, checks, allocations, launches) than on "
             "the GPU: look there first"
         )
+    # A perf case passes when it earned points: its score says how many.
+    return Verdict(fraction > 0, message, fraction, _measurements(ours, torchs, reference, ratio, nbytes))
+
+
+def _timed_outputs_problem(spec, case: Case, input_sets: list[dict], result: dict) -> str:
+    """Why the timed calls' outputs earn nothing (a wrong value or device), or ''."""
+    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
+        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
+            spec, inputs, outputs
+        )
+        if problems:
+            first = (
+                f"the output of the timed calls on input set {index + 1} of "
+                f"{len(input_sets)} was wrong, so their time earns no points:"
+            )
+            return "\n".join([first, *_with_hint(problems, case)])
+    return ""
+
+
+def _against_reference(case: Case, ours, torchs, reference, nbytes: int) -> tuple[float, str]:
+    """(the reference's time over ours, what was timed): the reference's own time where it ran,
+    else torch's scaled by the reference's measured speed against it."""
+    if reference is not None:
+        return reference.median_ms / ours.median_ms, (
+            f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), the reference "
+            f"{reference.median_ms:.3f} ms ({reference.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms"
+        )
+    stand_in = case.params.get("reference_vs_torch", 1.0)
+    return torchs.median_ms / ours.median_ms / stand_in, (
+        f"yours {ours.median_ms:.3f} ms ({ours.gbs(nbytes):.0f} GB/s), torch {torchs.median_ms:.3f} ms "
+        f"({torchs.gbs(nbytes):.0f} GB/s); the reference is not here: estimated as torch's speed "
+        f"x{stand_in:g} (what it measured where it was last timed)"
+    )
+
+
+def _measurements(ours, torchs, reference, ratio: float, nbytes: int) -> dict:
     measurements = {
         "ours_ms": ours.median_ms,
         "torch_ms": torchs.median_ms,
         "ours_gbs": ours.gbs(nbytes),
         "torch_gbs": torchs.gbs(nbytes),
         "ratio": ratio,
-        "torch_ratio": torch_ratio,
+        "torch_ratio": torchs.median_ms / ours.median_ms,
         "ours_spread": ours.spread,
         "torch_spread": torchs.spread,
         "bytes": nbytes,
@@ -308,8 +318,7 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
         measurements.update(
             reference_ms=reference.median_ms, reference_gbs=reference.gbs(nbytes), reference_spread=reference.spread
         )
-    # A perf case passes when it earned points: its score says how many.
-    return Verdict(fraction > 0, message, fraction, measurements)
+    return measurements
 
 
 def judge(
