@@ -2,9 +2,8 @@
 if and only if public_tests.py defines it."""
 import torch
 
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import _error, _gradcheck_case, _gradients_case, _values
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import CASES as PUBLIC_CASES, _error, _gradcheck_case, _gradients_case, _values
 
 CASES = [
     *PUBLIC_CASES,

@@ -11,7 +11,7 @@ A case's inputs name what it runs ("op"):
 """
 import torch
 
-from course.cases import INPUTS_UNCHANGED, Case, standard_normal
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case, standard_normal
 from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil

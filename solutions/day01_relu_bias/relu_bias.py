@@ -4,8 +4,9 @@ The compiled extension only computes the forward pass. Autograd learns the
 backward from ReluBias below: it saves what backward needs during forward and
 turns the gradient of y into gradients of x and bias.
 """
-import day01_relu_bias as _ext  # the build registers the compiled module under the unit's name
 import torch
+
+import day01_relu_bias as _ext  # the build registers the compiled module under the unit's name
 
 
 class ReluBias(torch.autograd.Function):

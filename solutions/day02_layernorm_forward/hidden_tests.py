@@ -2,10 +2,9 @@
 if and only if public_tests.py defines it."""
 import torch
 
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import CASES as PUBLIC_CASES, _error, _values
 from ..common.layernorm_tests import STREAM_HINT
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import _error, _values
 
 EPS_HINT = "rstd = 1 / sqrt(var + eps) with the eps the caller passed, not a constant of your own"
 

@@ -2,11 +2,9 @@
 if and only if public_tests.py defines it."""
 import torch
 
-from ..common.layernorm_tests import STREAM_HINT
-from ..common.layernorm_tests import check_case as _check
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import _error, _gradcheck_case, _gradients, _values
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import CASES as PUBLIC_CASES, _error, _gradcheck_case, _gradients, _values
+from ..common.layernorm_tests import STREAM_HINT, check_case as _check
 
 CASES = [
     *PUBLIC_CASES,

@@ -4,8 +4,9 @@ The compiled extension has two ops: forward (day02's kernel) and backward (today
 autograd Function below joins them: its forward saves what backward will need, and
 autograd calls its backward with the gradient of y.
 """
-import day03_layernorm_backward as _ext  # the build registers the compiled module under the unit's name
 import torch
+
+import day03_layernorm_backward as _ext  # the build registers the compiled module under the unit's name
 
 
 class LayerNormFunction(torch.autograd.Function):

@@ -18,26 +18,14 @@ out memory filled with NaN: a buffer that is read before it is written shows up 
 
 import torch
 
+from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
 from course.harness import nan_filled
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import (
-    EPS,
-    GRADIENTS,
-    autograd_gradients64,
-    compiled_backward,
-    formula_gradients,
-    gradient_sizes,
-    gradient_tolerance,
-    random_affine,
-    random_dy,
-    random_x,
-    rounding,
-    saved_statistics,
-    statistics,
-    values_case,
-)
+from ..common.layernorm_tests import (EPS, GRADIENTS, autograd_gradients64, compiled_backward, formula_gradients,
+                                      gradient_sizes, gradient_tolerance, random_affine, random_dy, random_x, rounding,
+                                      saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
 
 UNIT = "day03_layernorm_backward"

@@ -1,12 +1,10 @@
 """day04 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
 import torch
-
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import _edge, _error
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import CASES as PUBLIC_CASES, _edge, _error
 
 CASES = [
     *PUBLIC_CASES,

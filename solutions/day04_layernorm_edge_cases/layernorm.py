@@ -6,8 +6,9 @@ below joins them, as on day03.
 """
 import numbers
 
-import day04_layernorm_edge_cases as _ext  # the build registers the compiled module under the unit's name
 import torch
+
+import day04_layernorm_edge_cases as _ext  # the build registers the compiled module under the unit's name
 
 
 class LayerNormFunction(torch.autograd.Function):

@@ -21,33 +21,15 @@ runs the kernels' algorithms, so a machine without a GPU checks everything but t
 
 import torch
 
-from course.cases import SIDE_STREAM, Case
+from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, gradients
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import (
-    CHECK_HINT,
-    EPS,
-    FORWARD_OUTPUTS,
-    GRADIENTS,
-    STREAM_HINT,
-    autograd_gradients64,
-    backward_tolerance,
-    compiled_backward,
-    condition_by_std,
-    dx_formula,
-    forward_dtypes,
-    forward_tolerance,
-    layer_norm64,
-    max_abs,
-    random_affine,
-    random_dy,
-    random_x,
-    saved_statistics,
-    statistics,
-    values_case,
-)
+from ..common.layernorm_tests import (CHECK_HINT, EPS, STREAM_HINT, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
+                                      backward_tolerance, compiled_backward, condition_by_std, dx_formula,
+                                      forward_dtypes, forward_tolerance, layer_norm64, max_abs, random_affine,
+                                      random_dy, random_x, saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
 
 UNIT = "day04_layernorm_edge_cases"

@@ -1,12 +1,10 @@
 """day05 hidden cases: graded by the autograder, never shown to students. A test is visible
 if and only if public_tests.py defines it."""
 import torch
-
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import _backward, _bytes_case, _error, _forward, _perf
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import CASES as PUBLIC_CASES, _backward, _bytes_case, _error, _forward, _perf
 
 CASES = [
     *PUBLIC_CASES,

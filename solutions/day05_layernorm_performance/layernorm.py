@@ -7,8 +7,9 @@ kernel can run faster than bytes / bandwidth, so GB/s = bytes / time says how cl
 """
 import numbers
 
-import day05_layernorm_performance as _ext  # the build registers the compiled module under the unit's name
 import torch
+
+import day05_layernorm_performance as _ext  # the build registers the compiled module under the unit's name
 
 FORWARD_KERNELS = tuple(_ext.FORWARD_KERNELS)
 BACKWARD_KERNELS = tuple(_ext.BACKWARD_KERNELS)

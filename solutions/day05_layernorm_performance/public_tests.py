@@ -19,30 +19,15 @@ hand out memory filled with NaN: an output element that is never written shows u
 import torch
 import torch.nn.functional as F
 
-from course.cases import FULL_AT, INPUTS_UNCHANGED, POISON, ZERO_AT, Case
+from course.cases import FULL_AT, INPUTS_UNCHANGED, POISON, ROTATED, ZERO_AT, Case
 from course.harness import nan_filled
 from course.ops import Op, dtypes_like, exact, gradients
 
 from ..common.error_cases import error_case
-from ..common.layernorm_tests import (
-    CHECK_HINT,
-    EPS,
-    FORWARD_OUTPUTS,
-    GRADIENTS,
-    STATS_DTYPE,
-    autograd_gradients64,
-    backward_tolerance,
-    condition_by_rstd,
-    formula_gradients,
-    forward_dtypes,
-    forward_tolerance,
-    layer_norm64,
-    random_affine,
-    random_dy,
-    random_x,
-    saved_statistics,
-    values_case,
-)
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, STATS_DTYPE, autograd_gradients64,
+                                      backward_tolerance, condition_by_rstd, forward_dtypes, forward_tolerance,
+                                      formula_gradients, layer_norm64, random_affine, random_dy, random_x,
+                                      saved_statistics, values_case)
 from ..common.layouts import misaligned
 
 UNIT = "day05_layernorm_performance"

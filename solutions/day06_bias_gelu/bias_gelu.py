@@ -4,8 +4,9 @@ in one kernel each way, differentiable.
 The compiled module holds two ops (bias_gelu.cpp): forward, and backward, which computes dx and
 dbias in one pass over dy and x. The autograd Function below joins them, as on day03.
 """
-import day06_bias_gelu as _ext  # the build registers the compiled module under the unit's name
 import torch
+
+import day06_bias_gelu as _ext  # the build registers the compiled module under the unit's name
 
 
 class BiasGeluFunction(torch.autograd.Function):

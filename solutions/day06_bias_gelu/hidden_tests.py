@@ -5,19 +5,9 @@ import torch
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *
-from .public_tests import CASES as PUBLIC_CASES
-from .public_tests import (
-    HINTS,
-    PERF_SHAPE,
-    _autograd_case,
-    _backward_case,
-    _case,
-    _error,
-    _forward_case,
-    _gradcheck_case,
-    _perf,
-)
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import (CASES as PUBLIC_CASES, HINTS, PERF_SHAPE, _autograd_case, _backward_case, _case, _error,
+                           _forward_case, _gradcheck_case, _perf)
 
 FP16, BF16, FP32, FP64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 MISALIGNED_X = {"x": "misaligned"}

@@ -4,7 +4,7 @@ through autograd in every dtype."""
 from course.cases import FULL_AT, ZERO_AT
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *
+from .public_tests import *  # the public suite: its ops, inputs and cases
 from .public_tests import CASES as PUBLIC_CASES
 from .public_tests import HINTS, PERF_NEEDS, PERF_SHAPE, _case, _error
 

@@ -30,24 +30,10 @@ from course.harness import nan_filled
 from course.ops import Op, dtypes_like, flag, gradients
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import (
-    CHECK_HINT,
-    EPS,
-    FORWARD_OUTPUTS,
-    GRADIENTS,
-    autograd_gradients64,
-    backward_tolerance,
-    condition_by_rstd,
-    formula_gradients,
-    forward_dtypes,
-    forward_tolerance,
-    layer_norm64,
-    random_affine,
-    random_dy,
-    random_x,
-    saved_statistics,
-    values_case,
-)
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
+                                      backward_tolerance, condition_by_rstd, forward_dtypes, forward_tolerance,
+                                      formula_gradients, layer_norm64, random_affine, random_dy, random_x,
+                                      saved_statistics, values_case)
 from ..common.layouts import LAYOUTS, misaligned
 
 UNIT = "day07_layernorm_package"

@@ -4,9 +4,8 @@ import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED
 
-from .public_tests import *
-from .public_tests import ADD_PERF_SHAPE, HINTS, SOFTMAX_PERF_SHAPE, _case, _error, _perf
-from .public_tests import CASES as PUBLIC_CASES
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import ADD_PERF_SHAPE, CASES as PUBLIC_CASES, HINTS, SOFTMAX_PERF_SHAPE, _case, _error, _perf
 
 FP16, BF16, FP32 = torch.float16, torch.bfloat16, torch.float32
 

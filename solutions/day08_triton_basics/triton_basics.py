@@ -1,3 +1,3 @@
 """What the tests call: vector_add(x, y) and softmax(x)."""
-from softmax import softmax  # noqa: F401
-from vector_add import vector_add  # noqa: F401
+from softmax import softmax
+from vector_add import vector_add

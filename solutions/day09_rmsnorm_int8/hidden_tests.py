@@ -5,23 +5,9 @@ import dataclasses
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED
 from course.sanitize import sanitizer_cases
 
-from .public_tests import *
-from .public_tests import (
-    AUTOGRAD_PERF_SHAPE,
-    BF16,
-    FP16,
-    FP32,
-    FP64,
-    HINTS,
-    QUANT_PERF_HINT,
-    QUANT_PERF_SHAPE,
-    case,
-    compiled,
-    error,
-    opcheck,
-    perf,
-)
-from .public_tests import CASES as PUBLIC_CASES
+from .public_tests import *  # the public suite: its ops, inputs and cases
+from .public_tests import (AUTOGRAD_PERF_SHAPE, BF16, CASES as PUBLIC_CASES, FP16, FP32, FP64, HINTS,
+                           QUANT_PERF_HINT, QUANT_PERF_SHAPE, case, compiled, error, opcheck, perf)
 
 
 def _thresholds(case, **params):

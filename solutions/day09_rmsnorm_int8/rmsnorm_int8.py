@@ -9,8 +9,9 @@ backend "triton": torch.ops.rmsnorm_triton (rmsnorm_triton.py, GPU only).
 
 eps=None means torch.finfo(x.dtype).eps, as in F.rms_norm.
 """
-import rmsnorm_triton  # defines torch.ops.rmsnorm_triton
 import torch
+
+import rmsnorm_triton  # defines torch.ops.rmsnorm_triton
 
 BACKENDS = ("cuda", "triton")
 

@@ -72,7 +72,7 @@ def _quant_warps(block: int) -> int:
     return min(8, max(2, block // (32 * 32)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 

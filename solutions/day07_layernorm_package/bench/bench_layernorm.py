@@ -7,9 +7,10 @@ import argparse
 import csv
 import os
 
-import fast_layernorm
 import torch
 import torch.nn.functional as F
+
+import fast_layernorm
 
 COLUMNS = (256, 1024, 2560, 4096, 8192, 16384)
 

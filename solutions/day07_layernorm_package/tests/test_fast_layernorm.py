@@ -1,8 +1,9 @@
 """The package's own tests: pytest tests/ in the package folder, after installing it."""
-import fast_layernorm
 import pytest
 import torch
 import torch.nn.functional as F
+
+import fast_layernorm
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # Tolerances of y against float64: a few roundings of the output dtype.
