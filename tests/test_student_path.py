@@ -332,15 +332,20 @@ def student_path_passes(name: str, out) -> None:
     assert "course runtime" in text and "public tests passed" in text and "no STUDENT set" not in text
 
 
+# In every run of the suite: the units CI plays as a student on the CPU. The other units with
+# CPU paths in the slower tier (-m slow); on a GPU machine, every unit: scripts/gpu_check.sh student.
 @pytest.mark.notebook
 @pytest.mark.autograder
-def test_the_student_path_of_day01_passes(tmp_path):
-    student_path_passes(DAY01, tmp_path)
+@pytest.mark.parametrize("name", [DAY01, "day02_layernorm_forward", "day06_bias_gelu"])
+def test_the_student_path_passes(name, tmp_path):
+    student_path_passes(name, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.autograder
-@pytest.mark.parametrize("name", ["day02_layernorm_forward", "day06_bias_gelu"])
-def test_the_student_path_passes(name, tmp_path):
+@pytest.mark.parametrize(
+    "name", ["day03_layernorm_backward", "day04_layernorm_edge_cases", "day07_layernorm_package", "day09_rmsnorm_int8"]
+)
+def test_the_student_path_of_a_slower_unit_passes(name, tmp_path):
     student_path_passes(name, tmp_path)
