@@ -6,7 +6,7 @@ import types
 
 import pytest
 import torch
-from test_perf import TOY_SPEC
+from test_perf import write_toy_unit
 
 from bench import unit as unit_bench
 from course.cases import make_input_sets
@@ -17,13 +17,7 @@ from course.spec import units
 def toy(tmp_path_factory):
     """tests/test_perf.py's toy suite, in a unit of its own."""
     root = tmp_path_factory.mktemp("bench_toy")
-    folder = root / "solutions" / "bench_toy"
-    folder.mkdir(parents=True)
-    (folder / "unit.toml").write_text(
-        'title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n'
-    )
-    (folder / "public_tests.py").write_text(TOY_SPEC)
-    (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
+    write_toy_unit(root, "bench_toy")
     return units.load("bench_toy", str(root)).tests(hidden=True)
 
 

@@ -163,25 +163,18 @@ def test_hostile_submission_gets_its_verdict(mutant, tmp_path, monkeypatch):
         _check(mutant, json.load(handle), tmp_path, ended, secret)
 
 
+def _grade_command(mutant, tmp_path, out) -> list[str]:
+    """`python -m autograder grade` of the attack's submission, as a batch runs it."""
+    submission = _submission(mutant, tmp_path)
+    grade = ["grade", submission, "--unit", UNIT.name, "--out", str(out), "--work", str(tmp_path / "work")]
+    return [sys.executable, "-m", "autograder", *grade, "--seed", str(SEED)]
+
+
 @pytest.mark.parametrize("mutant", _params(after_exit=True))
 def test_hostile_submission_leaves_the_report_alone_after_the_grader_exits(mutant, tmp_path):
     secret = _secret_for_the_taking(tmp_path)
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "autograder",
-        "grade",
-        _submission(mutant, tmp_path),
-        "--unit",
-        UNIT.name,
-        "--out",
-        str(out),
-        "--work",
-        str(tmp_path / "work"),
-        "--seed",
-        str(SEED),
-    ]
+    command = _grade_command(mutant, tmp_path, out)
     command += [arg for pattern in mutant.tests for arg in ("--tests", pattern)]
     command += ["--time-limit", str(mutant.time_limit)] if mutant.time_limit else []
     done = subprocess.run(
@@ -202,21 +195,7 @@ def test_a_grader_told_to_stop_leaves_no_process_of_its_sandbox(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("a sandbox uid needs root")
     mutant = HOSTILE["hangs_every_call"]  # its case waits for ever: only the grader can end it
-    command = [
-        sys.executable,
-        "-m",
-        "autograder",
-        "grade",
-        _submission(mutant, tmp_path),
-        "--unit",
-        UNIT.name,
-        "--out",
-        str(tmp_path / "out"),
-        "--work",
-        str(tmp_path / "work"),
-        "--seed",
-        str(SEED),
-    ]
+    command = _grade_command(mutant, tmp_path, tmp_path / "out")
     grader = subprocess.Popen(
         command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )

@@ -90,18 +90,23 @@ SUBMISSIONS = {
 }
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    """A unit of Python alone (build kind none): its op is the submission's row_softmax()."""
-    root = tmp_path_factory.mktemp("toy")
-    folder = root / "solutions" / "perf_toy"
+def write_toy_unit(root, name: str):
+    """A unit of Python alone (build kind none) under root/solutions/: its op is the
+    submission's row_softmax(), its suite TOY_SPEC; returns its folder."""
+    folder = root / "solutions" / name
     folder.mkdir(parents=True)
     (folder / "unit.toml").write_text(
         'title = "a toy"\nsources = ["row_softmax.py"]\nbuild = "none"\nload = "python"\n'
     )
     (folder / "public_tests.py").write_text(TOY_SPEC)
     (folder / "hidden_tests.py").write_text("from .public_tests import *  # noqa: F403\n")
-    (folder / "row_softmax.py").write_text(REFERENCE)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toy")
+    (write_toy_unit(root, "perf_toy") / "row_softmax.py").write_text(REFERENCE)
     return units.load("perf_toy", str(root)), root
 
 
