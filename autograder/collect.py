@@ -5,10 +5,10 @@ named after the student), or a Gradescope bulk export: `submission_metadata.yml`
 folder per submission (`submission_<id>/`), holding what the student uploaded. The student's
 name, email and SID come from the metadata; elsewhere the entry's name is all there is.
 
-In a folder of hand-ins, a zip made by the notebook's submit cell names its student in its
-manifest (`"student"`), and that id is the student's; elsewhere the entry's name is. Entries
-of one student (the same id, or names that differ only by their suffix or letter case:
-alice.zip, Alice.ipynb, alice/) are one hand-in: the newest (modification time) is graded, a
+In a folder of hand-ins, the entry's name is the student's. A zip made by the notebook's submit
+cell names a student in its manifest (`"student"`): written by the student, it is shown to the
+instructor beside the name (failures.md's notes), never trusted as the identity. Entries whose
+names differ only by their suffix or letter case (alice.zip, Alice.ipynb, alice/) are one hand-in: the newest (modification time) is graded, a
 zip before a notebook before a folder when as new, and a warning names the others.
 """
 
@@ -226,15 +226,23 @@ def collect(folder: str, unit: Unit) -> list[Submission]:
         if not (os.path.isdir(path) or _is_upload(name)):
             _warn(f"{shown_name(path)}: skipped: expected a zip, a notebook or a folder of sources")
             continue
-        student = manifest_student(path) or shown_name(name if os.path.isdir(path) else os.path.splitext(name)[0])
+        student = shown_name(name if os.path.isdir(path) else os.path.splitext(name)[0])
         by_student.setdefault(student.casefold(), []).append((student, path))
     found, ids = [], set()
     for entries in by_student.values():
         (student, path), notes = _one_hand_in(entries)
+        # The manifest is the student's own text: it may name anyone, so it never decides whose
+        # hand-in this is (nor merges it with another's); the instructor reads it beside the name.
         named = manifest_student(path)
-        who = Student(name=student, email=named if "@" in named else "", sid=named if "@" not in named else "")
+        claim = (f"{shown_name(os.path.basename(path))}: its manifest names student {named!r}",) if named else ()
         found.append(
-            Submission(_unique_id(student, ids), entry_point(path, unit), (who,), notes, os.stat(path).st_mtime)
+            Submission(
+                _unique_id(student, ids),
+                entry_point(path, unit),
+                (Student(name=student),),
+                notes + claim,
+                os.stat(path).st_mtime,
+            )
         )
     return sorted(found, key=lambda submission: submission.id)
 
