@@ -46,6 +46,16 @@ def timed_marks(cases) -> list:
     return [pytest.mark.timed] if timed else []
 
 
+def explain(result) -> str:
+    """A grading's table, and the end of its build's log where the build failed: what a
+    failure in CI needs to be understood without a rerun."""
+    from autograder import report
+
+    build = next((t for t in result.tests if t.name == "build" and not t.passed), None)
+    tail = "\n".join((getattr(build, "log", "") or "").splitlines()[-60:]) if build else ""
+    return report.table(result) + (f"\n--- the build's log, its end ---\n{tail}" if tail else "")
+
+
 def load_spec(name: str, public_only: bool = False):
     return units.load(name).tests(hidden=not public_only)
 

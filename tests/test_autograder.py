@@ -8,7 +8,7 @@ import zipfile
 import nbformat
 import pytest
 from conftest import GPUS, absent
-from helpers import cpu_path_has_todo, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
+from helpers import cpu_path_has_todo, explain, sample_class_problems, skip_without_gpu_if_gpu_only, timed_marks
 
 from autograder import report
 from autograder.grade import grade
@@ -44,7 +44,7 @@ def _failed(result):
 def test_reference_gets_full_marks(unit, tmp_path):
     unit.write("solution", str(tmp_path / "submission"))
     result, data = _grade(unit, tmp_path / "submission", tmp_path, own_tests=True)
-    assert _failed(result) == set(), report.table(result)
+    assert _failed(result) == set(), explain(result)
     if unit.build == "wheel":  # its own tests ran, and are worth nothing
         own = next(t for t in result.tests if t.name == "own_tests")
         assert own.max_score == 0 and " passed" in own.output and "failed" not in own.output, own.output
@@ -70,12 +70,12 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
     result, _ = _grade(unit, tmp_path / "submission", tmp_path)
     passed = {t.name for t in result.tests if t.passed}
     if cpu_path_has_todo(unit):
-        assert passed == {"build"}, report.table(result)
+        assert passed == {"build"}, explain(result)
     else:  # and the argument checks, where the template gives them whole (Triton units' wrappers)
         refused = {case.name for case in unit.tests().CASES if case.kind == "error"}
         assert "build" in passed and all(
             t.tags[1] == "cpu" or t.name in refused for t in result.tests if t.name in passed - {"build"}
-        ), report.table(result)
+        ), explain(result)
     values = [
         t
         for t in result.tests
@@ -84,7 +84,7 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
         and "error" not in t.name
         and not t.output.startswith(("not timed", "not tested"))
     ]  # their needed cases failed
-    assert values and all(f"TODO({unit.day})" in t.output for t in values), report.table(result)
+    assert values and all(f"TODO({unit.day})" in t.output for t in values), explain(result)
 
 
 def _mutant_params():
@@ -112,12 +112,12 @@ def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
     result, data = _grade(unit, tmp_path / "submission", tmp_path, tests=_without_sanitizer_unless_lost(unit, mutant))
     ran = [t.name for t in result.tests if not t.not_run]
     either = mutant.unsettled(ran)
-    assert _failed(result) - either == mutant.expected_losses(ran) - either, report.table(result)
+    assert _failed(result) - either == mutant.expected_losses(ran) - either, explain(result)
     if mutant.perf_partial:  # slower than the reference, not broken: some of the perf points
         perf = {case.name for case in unit.tests().CASES if case.kind == "perf"}
         earned = sum(t.score for t in result.tests if t.name in perf)
         possible = sum(t.max_score for t in result.tests if t.name in perf)
-        assert 0 < earned < possible, report.table(result)
+        assert 0 < earned < possible, explain(result)
     assert data["tests"] and data["extra_data"]["unit"] == unit.name  # the grader's report, not a fake
 
 
@@ -191,6 +191,6 @@ def test_an_op_that_computes_otherwise_when_unprofiled_earns_no_perf_points(tmp_
         tmp_path,
         tests=("cuda_warp_per_row_*", "cuda_vectorized_*", "cuda_perf_fp32_d1024"),
     )
-    assert _failed(result) == {"cuda_perf_fp32_d1024"}, report.table(result)
+    assert _failed(result) == {"cuda_perf_fp32_d1024"}, explain(result)
     perf = next(t for t in result.tests if t.name == "cuda_perf_fp32_d1024")
     assert perf.score == 0 and "ran faster than the kernels it runs when profiled" in perf.output, perf.output

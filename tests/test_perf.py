@@ -12,6 +12,7 @@ import types
 
 import pytest
 import torch
+from helpers import explain
 
 from autograder import report, results
 from autograder.grade import grade
@@ -164,7 +165,7 @@ def test_needs_must_name_existing_cases():
 
 def test_fast_submission_gets_full_points(graded):
     result, data, imports = graded("fast")
-    assert {t.name for t in result.tests if not t.passed} == set(), report.table(result)
+    assert {t.name for t in result.tests if not t.passed} == set(), explain(result)
     for name in ("cpu_perf", "cpu_perf_unchecked"):
         test = _test(data, name)
         assert test["score"] == 5 and test["status"] == "passed", test["output"]
@@ -548,7 +549,7 @@ def test_a_reference_that_cannot_run_leaves_the_perf_cases_not_run(tmp_path):
     (submission / "row_softmax.py").write_text(SUBMISSIONS["fast"])
     result = grade(str(submission), unit, GradeOptions(seed=3, work=str(tmp_path / "work"), has_gpu=False))
     by_name = {t.name: t for t in result.tests}
-    assert by_name["build"].passed and by_name["cpu_values"].passed, report.table(result)
+    assert by_name["build"].passed and by_name["cpu_values"].passed, explain(result)
     for name in ("cpu_perf", "cpu_perf_unchecked"):
         test = by_name[name]
         assert test.not_run and not test.passed, test.output
@@ -610,5 +611,5 @@ def test_the_reference_is_fetched_while_the_submission_builds(toy, tmp_path, mon
     # Both ran against the fetched reference (how fast the toy ran is not this test's concern:
     # other tests share the machine's cores).
     judged = {t.name for t in result.tests if t.passed or t.fraction is not None}
-    assert {"cpu_values", "cpu_perf"} <= judged, report.table(result)
+    assert {"cpu_values", "cpu_perf"} <= judged, explain(result)
     assert not any(t.not_run for t in result.tests) and "reference_build_s" in result.timings

@@ -4,8 +4,8 @@ the tests find instead is graded with the mutants (tests/test_autograder.py)."""
 
 import pytest
 from conftest import HAS_GPU
+from helpers import explain
 
-from autograder import report
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from course.lab import TESTS
@@ -74,6 +74,6 @@ def test_the_grader_takes_the_points_of_a_planted_bug_s_tool(unit, bug, tmp_path
     options = GradeOptions(seed=3, work=str(tmp_path / "work"), tests=sanitized)
     result = grade(str(tmp_path / "submission"), unit, options)
     failed = {t.name for t in result.tests if t.name in sanitized and not t.passed}
-    assert f"cuda_{bug.found_by}" in failed, report.table(result)
+    assert f"cuda_{bug.found_by}" in failed, explain(result)
     if bug.found_by != "racecheck":
-        assert failed == {f"cuda_{bug.found_by}"}, report.table(result)
+        assert failed == {f"cuda_{bug.found_by}"}, explain(result)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import toy_course
+from helpers import explain
 from toy_course import TOYS, make_course, ops_source
 
 from autograder import reference, report, stored_build
@@ -71,7 +72,7 @@ def test_reference_gets_full_marks_and_visibility_follows_the_public_file(name, 
     unit = units.load(name, course)
     unit.write("solution", str(tmp_path / "submission"))
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
-    assert data["score"] == 3, report.table(result)  # the build and both cases
+    assert data["score"] == 3, explain(result)  # the build and both cases
     visibility = {test["name"]: test["visibility"] for test in data["tests"]}
     assert visibility == {"build": "visible", "cpu_scale_small": "visible", "cpu_scale_long": "after_published"}
 
@@ -93,7 +94,7 @@ def test_the_report_times_each_test_on_the_graders_clock(course, tmp_path):
     )
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
     seconds = {test["name"]: test["extra_data"]["seconds"] for test in data["tests"]}
-    assert data["score"] == 3 and seconds.keys() == {"build", "cpu_scale_small", "cpu_scale_long"}, report.table(result)
+    assert data["score"] == 3 and seconds.keys() == {"build", "cpu_scale_small", "cpu_scale_long"}, explain(result)
     # Seen to start at the first poll after it did: up to a poll late.
     assert seconds["cpu_scale_small"] >= 1.5 - 2 * POLL_SECONDS and seconds["cpu_scale_long"] < 1, seconds
     slow = next(test for test in result.tests if test.name == "cpu_scale_small")
@@ -138,8 +139,8 @@ def test_a_build_kept_by_a_first_step_runs_in_the_next_without_building_again(na
             ),
         )
         by_name = {t.name: t for t in result.tests}
-        assert by_name["build"].passed and "first step" in by_name["build"].output, report.table(result)
-        assert by_name["cpu_scale_long"].passed == passes, report.table(result)
+        assert by_name["build"].passed and "first step" in by_name["build"].output, explain(result)
+        assert by_name["cpu_scale_long"].passed == passes, explain(result)
 
 
 def test_a_build_that_names_a_file_outside_its_folder_is_not_kept(tmp_path):
@@ -162,7 +163,7 @@ def test_template_and_mutant_lose_the_cases(name, course, tmp_path):
     unit.write("template", str(tmp_path / "template"))
     result, _ = _grade(unit, tmp_path / "template", tmp_path / "t")
     failed = {t.name: t.output for t in result.tests if not t.passed}
-    assert set(failed) == {"cpu_scale_small", "cpu_scale_long"}, report.table(result)
+    assert set(failed) == {"cpu_scale_small", "cpu_scale_long"}, explain(result)
     assert all(f"TODO({unit.day})" in output for output in failed.values())
     (mutant,) = mutants.load(unit).values()
     mutants.write(unit, mutant, str(tmp_path / "mutant"))
