@@ -42,6 +42,9 @@ def compiled_suite(spec):
     """The suite measured against torch.compile of its eager code: the forward compiled, and the
     backward through autograd on a compiled forward's graph."""
     torch._dynamo.reset()
+    # One static compile per shape and dtype; past dynamo's recompile limit (8 by default) a new
+    # shape would quietly run eager under the "compile" label.
+    torch._dynamo.config.cache_size_limit = 64
     compiled = torch.compile(_gelu, dynamic=False)
 
     def baseline(inputs):

@@ -98,6 +98,7 @@ FAST_MODULES = {
     "test_release",
     "test_runtime_package",
     "test_student_path",
+    "test_syllabus",
     "test_written_answers",
 }
 
