@@ -94,3 +94,15 @@ def test_a_unit_whose_key_leaves_out_a_question_is_named(tmp_path):
     )
     with pytest.raises(AnswerKeyError, match="toy01_jit answers.md: question q1 has no points"):
         answer_key.points(unit)
+
+
+def test_the_graders_version_follows_the_points_not_the_rubrics_wording(tmp_path):
+    from autograder.version import grader_version
+
+    unit = units.load("toy01_jit", str(make_course(str(tmp_path))))
+    key = tmp_path / "solutions" / "toy01_jit" / "answers.md"
+    before = grader_version(unit)
+    key.write_text(key.read_text().replace("the significand is unchanged", "the mantissa stays"))
+    assert grader_version(unit) == before, "a reworded rubric grades no class again"
+    key.write_text(key.read_text().replace("Points: 1", "Points: 2").replace("- 1 point:", "- 2 points:"))
+    assert grader_version(unit) != before, "new points: the class is graded again, out of them"
