@@ -170,7 +170,7 @@ def _grade_all(args) -> int:
         if _reports(args, options.out, unit.name, roster, policy) is None:
             return 2
         print(
-            f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md",
+            f"wrote {args.out}/gradebook.csv, answers.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md",
             file=sys.stderr,
         )
     if progress.stopped:

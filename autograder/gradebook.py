@@ -295,7 +295,7 @@ LATE_COLUMNS = ["Days late", "Late penalty", "Late days used"]  # given a late p
 def write_gradebook(records: list[Record], path: str, policy: LatePolicy | None = None) -> None:
     """One row per student (a group submission gives each member the group's score, less the
     member's own late penalty). Where there is no grade (grader failed, missing) the score cells
-    are empty, and Status says why. `written`: the written answers' scores given so far."""
+    are empty, and Status says why. The `written` column: the written answers' scores so far."""
     groups = _groups(records)
     with _written_file(path) as handle:
         writer = csv.writer(handle)
@@ -314,7 +314,7 @@ def write_gradebook(records: list[Record], path: str, policy: LatePolicy | None 
             parts += [f"{sum(record.written.values()):g}" if graded else ""]
             for student in record.students:
                 late = late_policy.lateness(policy, record.handed_in, student) if policy else None
-                total = f"{record.score * (1 - late.penalty if late else 1):g}" if graded else ""
+                total = f"{round(record.score * (1 - late.penalty if late else 1), 2):g}" if graded else ""
                 writer.writerow(
                     [student.get("name", ""), student.get("sid", ""), student.get("email", "")]
                     + [total, record.status]
@@ -325,7 +325,7 @@ def write_gradebook(records: list[Record], path: str, policy: LatePolicy | None 
 
 
 def _late_cells(late: late_policy.Lateness) -> list[str]:
-    return [str(late.days_late), f"{late.penalty:.0%}", str(late.late_days_used)]
+    return [str(late.days_late), f"{late.penalty * 100:g}%", str(late.late_days_used)]
 
 
 @contextlib.contextmanager
@@ -536,7 +536,11 @@ def write_reports(
     answers = os.path.join(out, written_scores.ANSWERS)
     scores = fold_written_scores(records, answers)
     write_gradebook(records, os.path.join(out, "gradebook.csv"), policy)
-    written_scores.write_answers([(r.students, r.id, r.results) for r in records], answers, scores, _written_file)
+    with _written_file(answers) as handle:
+        csv.writer(handle).writerows(
+            [written_scores.COLUMNS]
+            + written_scores.answer_rows([(r.students, r.id, r.results) for r in records], scores)
+        )
     write_leaderboard(records, out, unit, anonymise)
     with _written_file(os.path.join(out, "failures.md")) as handle:
         handle.write(failure_summary(records))

@@ -35,18 +35,24 @@ def read_scores(path: str, worth: dict[tuple[str, str], float]) -> dict[tuple[st
     before there was one): no scores."""
     if not os.path.exists(path):
         return {}
-    with open(path, newline="", encoding="utf-8-sig") as handle:  # a spreadsheet may add a BOM
-        reader = csv.DictReader(handle)
-        if SCORE not in (reader.fieldnames or ()):
-            return {}
-        missing = [c for c in ("Submission", "Question") if c not in reader.fieldnames]
-        if missing:
-            raise ScoreError(f"{path}: no {' or '.join(missing)} column; expected the columns {', '.join(COLUMNS)}")
-        scores = {}
-        for row in reader:
-            cell, key = (row.get(SCORE) or "").strip(), (row["Submission"], row["Question"])
-            if cell and key in worth:
-                scores[key] = _score(cell, worth[key], f"{path}: row {reader.line_num}, column {SCORE}")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:  # a spreadsheet may add a BOM
+            return _scores(csv.DictReader(handle), path, worth)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ScoreError(f"{path}: expected a readable UTF-8 CSV file ({type(error).__name__}: {error})") from None
+
+
+def _scores(reader: csv.DictReader, path: str, worth: dict) -> dict[tuple[str, str], float]:
+    if SCORE not in (reader.fieldnames or ()):
+        return {}
+    missing = [c for c in ("Submission", "Question") if c not in reader.fieldnames]
+    if missing:
+        raise ScoreError(f"{path}: no {' or '.join(missing)} column; expected the columns {', '.join(COLUMNS)}")
+    scores = {}
+    for number, row in enumerate(reader, start=2):  # a spreadsheet's row: an answer's lines are one
+        cell, key = (row.get(SCORE) or "").strip(), (row["Submission"], row["Question"])
+        if cell and key in worth:
+            scores[key] = _score(cell, worth[key], f"{path}: row {number}, column {SCORE}")
     return scores
 
 
@@ -60,19 +66,18 @@ def _score(cell: str, points: float, where: str) -> float:
     return value
 
 
-def write_answers(rows: list[tuple[list[dict], str, dict | None]], path: str, scores: dict, opened) -> None:
-    """answers.csv: for each (students, submission id, results) a row per written answer, with
-    its score where one was given. `opened(path)`: the report writer's whole-or-nothing file."""
-    with opened(path) as handle:
-        writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
-        for students, submission, results in rows:
-            who = ["; ".join(s.get(key, "") for s in students if s.get(key)) for key in ("name", "sid", "email")]
-            for test in written_tests(results):
-                answer = test["output"] if test["status"] == "passed" else ""
-                score = scores.get((submission, test["name"]))
-                writer.writerow(
-                    who
-                    + [submission, test["name"], f"{test['max_score']:g}", answer]
-                    + ["" if score is None else f"{score:g}"]
-                )
+def answer_rows(rows: list[tuple[list[dict], str, dict | None]], scores: dict) -> list[list[str]]:
+    """answers.csv's rows after COLUMNS: for each (students, submission id, results) a row per
+    written answer, with its score where one was given."""
+    found = []
+    for students, submission, results in rows:
+        who = ["; ".join(s.get(key, "") for s in students if s.get(key)) for key in ("name", "sid", "email")]
+        for test in written_tests(results):
+            answer = test["output"] if test["status"] == "passed" else ""
+            score = scores.get((submission, test["name"]))
+            found.append(
+                who
+                + [submission, test["name"], f"{test['max_score']:g}", answer]
+                + ["" if score is None else f"{score:g}"]
+            )
+    return found

@@ -122,11 +122,19 @@ def test_merge_folds_the_scores_given_by_hand_into_the_totals_and_keeps_them(tmp
 def test_a_score_outside_the_questions_points_is_named_by_file_row_and_column(tmp_path, capsys, score):
     unit = units.load("day06_bias_gelu")
     ids = [q.id for q in questions(unit)]
-    out = _graded_class(tmp_path, unit, {"alice": {ids[0]: "fast"}})
+    out = _graded_class(tmp_path, unit, {"alice": {ids[0]: "fast,\nbecause", ids[1]: "so"}})
     gradebook.write_reports(str(out), unit.name)
     before = (out / "gradebook.csv").read_text()
-    _score(out, "alice", f"written_{ids[0]}", score)
+    _score(out, "alice", f"written_{ids[1]}", score)
     assert main(["merge", str(out), "--unit", unit.name]) == 2
-    err = capsys.readouterr().err
-    assert f"{out / ANSWERS}: row 2, column score: {score!r}; expected a number from 0 to 3" in err, err
+    err = capsys.readouterr().err  # row 3: the first answer's two lines are one row
+    assert f"{out / ANSWERS}: row 3, column score: {score!r}; expected a number from 0 to 3" in err, err
     assert (out / "gradebook.csv").read_text() == before, "the reports stay as they were"
+
+
+def test_an_answers_csv_that_is_not_text_is_named(tmp_path, capsys):
+    unit = units.load("day06_bias_gelu")
+    out = _graded_class(tmp_path, unit, {"alice": {questions(unit)[0].id: "fast"}})
+    (out / ANSWERS).write_bytes(b"Submission,Question,score\n\xff\xfe,\n")
+    assert main(["merge", str(out), "--unit", unit.name]) == 2
+    assert f"{out / ANSWERS}: expected a readable UTF-8 CSV file" in capsys.readouterr().err
