@@ -5,6 +5,7 @@ grading runs: the results folders are written as batch.Grading leaves them."""
 import csv
 import datetime
 import json
+import os
 
 import pytest
 
@@ -136,3 +137,22 @@ def test_due_and_a_policy_are_one_path(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["merge", str(tmp_path), "--unit", UNIT, "--late-policy", str(tmp_path / "nothing.toml")])
     assert "nothing.toml': expected a readable TOML file" in capsys.readouterr().err
+
+
+def test_grade_all_reads_each_hand_ins_time_from_its_file(tmp_path, monkeypatch):
+    """A folder of hand-ins: each file's modification time is when it was handed in."""
+    from test_batch import _fake_cpu_gradings  # gradings that run nothing
+
+    _fake_cpu_gradings(monkeypatch)
+    hand_ins = tmp_path / "class"
+    hand_ins.mkdir()
+    for who, when in (("ada", DEADLINE - 60), ("bob", DEADLINE + 1.5 * DAY)):
+        (hand_ins / f"{who}.ipynb").write_text("{}")
+        os.utime(hand_ins / f"{who}.ipynb", (when, when))
+    path = _policy(tmp_path, "deadline = 2031-03-01T23:59:00-05:00\npenalty_per_day = 0.25\n")
+    out = tmp_path / "out"
+    argv = ["grade-all", str(hand_ins), "--unit", UNIT, "--out", str(out), "--gpus", "none", "--cpu-only"]
+    assert main(argv + ["--late-policy", path]) == 0
+    book = _book(out)
+    assert [book["ada"][c] for c in ("Total Score", "Days late")] == ["1", "0"]
+    assert [book["bob"][c] for c in ("Total Score", "Days late", "Late penalty")] == ["0.5", "2", "50%"]
