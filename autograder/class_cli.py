@@ -54,18 +54,37 @@ def _roster(args) -> list[dict] | None:
         args.parser.error(str(error))
 
 
-def _due(args) -> float | None:
-    """--due as seconds since the epoch (no time zone given: this machine's)."""
-    import datetime
+def _late_policy(args):
+    """--late-policy FILE read, or --due WHEN as a policy with a deadline alone, or None."""
+    from autograder import late_policy
 
+    if args.late_policy and args.due:
+        args.parser.error(f"--due {args.due!r}: expected --due or --late-policy, not both (put it in the file)")
+    if args.late_policy:
+        try:
+            return late_policy.read_policy(args.late_policy)
+        except ValueError as error:
+            args.parser.error(str(error))
     if args.due is None:
         return None
     try:
-        return datetime.datetime.fromisoformat(args.due).timestamp()
+        return late_policy.from_due(args.due)
     except ValueError:
         args.parser.error(
             f"--due {args.due!r}: expected a date and time such as 2031-03-01T23:59 or 2031-03-01T23:59-05:00"
         )
+
+
+def _reports(args, out: str, unit: str, roster, policy) -> list | None:
+    """The class's reports written; None, with the reason on stderr, where answers.csv holds a
+    score that cannot be folded in (the reports stay as they were)."""
+    from autograder import gradebook
+
+    try:
+        return gradebook.write_reports(out, unit, args.anonymise, roster, policy)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return None
 
 
 def _check_unit_of(args, out: str) -> None:
@@ -115,7 +134,7 @@ def _grade_all(args) -> int:
     check_out_folder(args.parser, "--work", args.work)
     check_time_limit(args.parser, args.time_limit)
     unit = units.load(args.unit)
-    roster, due = _roster(args), _due(args)
+    roster, policy = _roster(args), _late_policy(args)
     from autograder.sandbox import SandboxError, check_works
 
     try:
@@ -148,9 +167,10 @@ def _grade_all(args) -> int:
     )
     progress = batch.grade_all(graded, options, gpus, args.jobs)
     if not args.no_reports:  # stopped too: the reports then list what it stopped as not graded
-        gradebook.write_reports(options.out, unit.name, args.anonymise, roster, due)
+        if _reports(args, options.out, unit.name, roster, policy) is None:
+            return 2
         print(
-            f"wrote {args.out}/gradebook.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md",
+            f"wrote {args.out}/gradebook.csv, answers.csv, leaderboard.md, leaderboard.html, failures.md, grading_time.md",
             file=sys.stderr,
         )
     if progress.stopped:
@@ -166,9 +186,11 @@ def _merge(args) -> int:
         args.parser.error(
             f"OUT {args.out!r}: expected the --out folder the shards graded into, with {gradebook.RESULTS}/ in it"
         )
-    roster, due = _roster(args), _due(args)
+    roster, policy = _roster(args), _late_policy(args)
     _check_unit_of(args, args.out)
-    records = gradebook.write_reports(args.out, args.unit, args.anonymise, roster, due)
+    records = _reports(args, args.out, args.unit, roster, policy)
+    if records is None:
+        return 2
     print(f"merged {len(records)} gradings into {args.out}/gradebook.csv", file=sys.stderr)
     return 0 if records and all(r.status != gradebook.FAILED for r in records) else 1
 
@@ -265,7 +287,14 @@ def _add_grade_all(commands: argparse._SubParsersAction) -> None:
         "--due",
         metavar="WHEN",
         help="the due time, such as 2031-03-01T23:59-05:00: a hand-in "
-        "after it (Gradescope's created_at, else its file's time) has status late",
+        "after it (Gradescope's created_at, else its file's time) has status late; "
+        "short for a --late-policy with a deadline alone",
+    )
+    grade_all.add_argument(
+        "--late-policy",
+        metavar="FILE",
+        help="a TOML file: deadline with its time zone, grace_minutes, and penalty_per_day "
+        "or a late_days budget (autograder/late_policy.py); the gradebook shows days late and the penalty",
     )
     grade_all.add_argument("--shard", type=_shard, metavar="K/N", help="grade only every N-th submission from the K-th")
     grade_all.add_argument("--no-reports", action="store_true", help="leave the reports to `merge` (Slurm shards)")
@@ -290,6 +319,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     merge.add_argument("--anonymise", action="store_true", help="the leaderboard names no student")
     merge.add_argument("--roster", metavar="FILE", help="as for grade-all")
     merge.add_argument("--due", metavar="WHEN", help="as for grade-all")
+    merge.add_argument("--late-policy", metavar="FILE", help="as for grade-all")
     merge.set_defaults(run=_merge, parser=merge)
 
     slurm = commands.add_parser("slurm", help="write a Slurm job array that runs grade-all on shards, then merge")

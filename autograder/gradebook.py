@@ -7,8 +7,10 @@ array, written into one OUT, merge by running this once (`python -m autograder m
 
 Each row has a status apart from its score: graded; not run: no GPU (graded, its GPU cases not
 run); grader failed (no score: the grader, not the student, failed; grade it again); missing
-(on the roster, nothing handed in; no score); and, given a due time, "; late" after a graded
-status where the hand-in came after it.
+(on the roster, nothing handed in; no score); and, given a late policy (autograder/late_policy.py),
+"; late" after a graded status where the hand-in came after its deadline. A row's total is the
+grader's score plus the written answers' scores from answers.csv (autograder/written_scores.py),
+less the late penalty.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from autograder import late_policy, written_scores
 from autograder import roster as rosters
+from autograder.late_policy import LatePolicy
 from autograder.untrusted_files import clean_strings, finite_number
-from course.spec.questions import WRITTEN
+from course.spec.questions import PENDING, WRITTEN
 from course.written_whole import written_whole
 
 RESULTS = "results"  # OUT/results/<id>/: one folder per submission
@@ -59,12 +63,19 @@ class Record:
     students: list[dict]
     results: dict | None  # results.json, or None where the grading failed
     state: dict = field(default_factory=dict)
-    late: bool = False  # handed in after the due time the reports were given
+    late: bool = False  # handed in after the deadline of the late policy the reports were given
+    written: dict[str, float] = field(default_factory=dict)  # written answers' scores given by hand
 
     @property
     def score(self) -> float | None:
-        """None where there is no grade: a grader failure or a missing hand-in is not a zero."""
-        return self.results["score"] if self.results else None
+        """None where there is no grade: a grader failure or a missing hand-in is not a zero.
+        The written answers count once the instructor has scored them (answers.csv)."""
+        return self.results["score"] + sum(self.written.values()) if self.results else None
+
+    @property
+    def handed_in(self) -> float | None:
+        when = self.state.get("handed_in")
+        return float(when) if finite_number(when) else None
 
     @property
     def status(self) -> str:
@@ -81,12 +92,12 @@ class Record:
         return unit if isinstance(unit, str) else None
 
 
-def read(out: str, roster: list[dict] | None = None, due: float | None = None) -> list[Record]:
+def read(out: str, roster: list[dict] | None = None, policy: LatePolicy | None = None) -> list[Record]:
     """Every submission's record: those OUT/expected.json names (the class's hand-ins when last
     collected), else every results folder. One whose files are missing or damaged is read as not
     graded, with why: it is listed in failures.md, and the rest of the class is still reported.
     With a roster (autograder/roster.py), its students who handed in nothing come last, missing.
-    `due`: the due time (seconds since the epoch): a hand-in after it is late."""
+    `policy`: the late policy: a hand-in after its deadline and grace is late."""
     expected = _expected(out)
     if expected:  # a results folder of a hand-in since removed is no longer reported
         entries = set(expected)
@@ -99,8 +110,7 @@ def read(out: str, roster: list[dict] | None = None, due: float | None = None) -
         }
     records = [record(out, entry, expected.get(entry)) for entry in sorted(entries)]
     for each in records:
-        handed_in = each.state.get("handed_in")
-        each.late = due is not None and finite_number(handed_in) and handed_in > due
+        each.late = policy is not None and late_policy.days_late(policy, each.handed_in) > 0
     return _with_roster(records, roster) if roster is not None else records
 
 
@@ -265,8 +275,8 @@ def _perf_problem(perf) -> str:
 
 
 def _groups(records: list[Record]) -> list[str]:
-    """The scored test groups: written answers are worth nothing until graded by hand, and a
-    package's own tests nothing at all."""
+    """The scored test groups: written answers have a column of their own (their scores come
+    from answers.csv), and a package's own tests are worth nothing."""
     return sorted(
         {
             t["tags"][0]
@@ -279,32 +289,43 @@ def _groups(records: list[Record]) -> list[str]:
     )
 
 
-def _written(record: Record) -> list[dict]:
-    return [t for t in (record.results or {}).get("tests", ()) if t.get("tags", [None])[0] == WRITTEN]
+LATE_COLUMNS = ["Days late", "Late penalty", "Late days used"]  # given a late policy
 
 
-def write_gradebook(records: list[Record], path: str) -> None:
-    """One row per student (a group submission gives each member the group's score). Where
-    there is no grade (grader failed, missing) the score cells are empty, and Status says why."""
+def write_gradebook(records: list[Record], path: str, policy: LatePolicy | None = None) -> None:
+    """One row per student (a group submission gives each member the group's score, less the
+    member's own late penalty). Where there is no grade (grader failed, missing) the score cells
+    are empty, and Status says why. The `written` column: the written answers' scores so far."""
     groups = _groups(records)
     with _written_file(path) as handle:
         writer = csv.writer(handle)
-        writer.writerow(UPLOAD_COLUMNS + ["Status"] + groups + ["Written answers", "Submission"])
+        late_columns = LATE_COLUMNS if policy is not None else []
+        writer.writerow(
+            UPLOAD_COLUMNS + ["Status"] + groups + [WRITTEN] + late_columns + ["Written answers", "Submission"]
+        )
         for record in records:
             by_group = Counter()
             for test in (record.results or {}).get("tests", ()):
                 by_group[test["tags"][0] if test.get("tags") else "other"] += test["score"]
-            written = _written(record)
+            written = written_scores.written_tests(record.results)
             answered = f"{sum(t['status'] == 'passed' for t in written)} of {len(written)}" if written else ""
             graded = record.results is not None
-            scores = [f"{record.score:g}" if graded else "", record.status]
-            scores += [f"{by_group[g]:g}" if graded else "" for g in groups]
+            parts = [f"{by_group[g]:g}" if graded else "" for g in groups]
+            parts += [f"{sum(record.written.values()):g}" if graded else ""]
             for student in record.students:
+                late = late_policy.lateness(policy, record.handed_in, student) if policy else None
+                total = f"{round(record.score * (1 - late.penalty if late else 1), 2):g}" if graded else ""
                 writer.writerow(
                     [student.get("name", ""), student.get("sid", ""), student.get("email", "")]
-                    + scores
+                    + [total, record.status]
+                    + parts
+                    + (_late_cells(late) if late and graded else [""] * len(late_columns))
                     + [answered, record.id]
                 )
+
+
+def _late_cells(late: late_policy.Lateness) -> list[str]:
+    return [str(late.days_late), f"{late.penalty * 100:g}%", str(late.late_days_used)]
 
 
 @contextlib.contextmanager
@@ -318,19 +339,14 @@ def _written_file(path: str):
         yield handle
 
 
-def write_answers(records: list[Record], path: str) -> None:
-    """The written answers to grade by hand: a row per student, a column per question."""
-    questions = list(dict.fromkeys(t["name"] for r in records for t in _written(r)))
-    with _written_file(path) as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["Name", "SID", "Email", "Submission"] + questions)
-        for record in records:
-            text = {t["name"]: t["output"] if t["status"] == "passed" else "" for t in _written(record)}
-            for student in record.students:
-                writer.writerow(
-                    [student.get("name", ""), student.get("sid", ""), student.get("email", ""), record.id]
-                    + [text.get(q, "") for q in questions]
-                )
+def fold_written_scores(records: list[Record], path: str) -> dict[tuple[str, str], float]:
+    """The scores answers.csv at `path` gives, each checked against its question's points, set
+    as each record's `written`; written_scores.ScoreError names a cell that is not a score."""
+    worth = {(r.id, t["name"]): t["max_score"] for r in records for t in written_scores.written_tests(r.results)}
+    scores = written_scores.read_scores(path, worth)
+    for record in records:
+        record.written = {question: s for (who, question), s in scores.items() if who == record.id}
+    return scores
 
 
 def anonymise_key(out: str) -> bytes:
@@ -504,6 +520,8 @@ def feedback_text(results: dict) -> str:
     lines = [f"{results['extra_data']['unit']}: {results['score']:g}/{possible:g} points", ""]
     for test in results["tests"]:
         status = "NOT RUN" if test["output"].startswith("not run") else test["status"].upper()
+        if (test.get("extra_data") or {}).get("status") == PENDING:
+            status = PENDING.upper()
         lines.append(f"{test['name']}: {status} ({test['score']:g}/{test['max_score']:g})")
         if test["status"] == "failed" or "perf" in test["name"]:
             lines += [f"    {line}" for line in test["output"].strip().splitlines()[:12]]
@@ -511,11 +529,18 @@ def feedback_text(results: dict) -> str:
 
 
 def write_reports(
-    out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None, due: float | None = None
+    out: str, unit: str, anonymise: bool = False, roster: list[dict] | None = None, policy: LatePolicy | None = None
 ) -> list[Record]:
-    records = read(out, roster, due)
-    write_gradebook(records, os.path.join(out, "gradebook.csv"))
-    write_answers(records, os.path.join(out, "answers.csv"))
+    """Every report of OUT; the written scores answers.csv holds are folded in and kept."""
+    records = read(out, roster, policy)
+    answers = os.path.join(out, written_scores.ANSWERS)
+    scores = fold_written_scores(records, answers)
+    write_gradebook(records, os.path.join(out, "gradebook.csv"), policy)
+    with _written_file(answers) as handle:
+        csv.writer(handle).writerows(
+            [written_scores.COLUMNS]
+            + written_scores.answer_rows([(r.students, r.id, r.results) for r in records], scores)
+        )
     write_leaderboard(records, out, unit, anonymise)
     with _written_file(os.path.join(out, "failures.md")) as handle:
         handle.write(failure_summary(records))

@@ -31,7 +31,7 @@ import zipfile
 from autograder import grader_files, report
 from autograder.collect import entry_point
 from autograder.results import Grade, TestResult
-from course.spec import units
+from course.spec import answer_key, units
 from course.spec.units import Unit
 from course.written_whole import written_whole
 
@@ -121,6 +121,8 @@ def write_zip(unit: Unit, out: str) -> str:
             archive.writestr(info, text)
         for name, path in copied:
             archive.write(path, name)
+        # The written answers' points without the key they come from (kept back, _SKIP).
+        archive.writestr(f"solutions/{unit.name}/{answer_key.POINTS_FILE}", answer_key.points_json(unit))
     return out
 
 

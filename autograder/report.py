@@ -16,6 +16,7 @@ import torch
 
 from autograder.build_log import BUILD_LOG
 from autograder.results import Grade
+from course.spec.questions import PENDING
 
 
 def machine_info() -> dict:
@@ -55,6 +56,8 @@ def results_json(grade: Grade) -> dict:
             "visibility": test.visibility,
             "tags": list(test.tags),
             **({"extra_data": {"seconds": round(test.seconds, 2)}} if test.seconds is not None else {}),
+            # Gradescope knows only passed and failed: a written answer to grade is not a failure.
+            **({"extra_data": {"status": PENDING}} if test.pending else {}),
         }
         for test in grade.tests
     ]
@@ -96,7 +99,7 @@ def table(grade: Grade) -> str:
     width = max(len(t.name) for t in grade.tests)
     lines = [f"{'test':<{width}}  points     status   seconds  reason", "-" * (width + 69)]
     for test in grade.tests:
-        status = "PASS" if test.passed else ("NOT RUN" if test.not_run else "FAIL")
+        status = "PENDING" if test.pending else "PASS" if test.passed else ("NOT RUN" if test.not_run else "FAIL")
         # A test scored by fraction (perf) always shows why: its timing line.
         shown = not test.passed or test.fraction is not None
         reason = (test.output.strip().splitlines() or [""])[0][:160] if shown else ""

@@ -18,6 +18,7 @@ class TestResult:
     fraction: float | None = None  # of max_score earned (perf tests); None: all if passed, else none
     log: str = field(default="", repr=False)  # a failed build's whole log: build.log, never results.json
     seconds: float | None = None  # its time on the grader's clock; None where nothing of it ran
+    pending: bool = False  # a written answer: its score comes later, from the instructor
 
     @property
     def score(self) -> float:

@@ -45,6 +45,25 @@ def a_file(tmp_path):
             "--due 'soon': expected a date and time",
         ),
         (
+            [
+                "grade-all",
+                "{submissions}",
+                "--unit",
+                UNIT,
+                "--out",
+                "{tmp}/out",
+                "--cpu-only",
+                "--late-policy",
+                "{a_file}",
+            ],
+            "--late-policy '{a_file}': expected a readable TOML file",
+        ),
+        (
+            ["grade-all", "{submissions}", "--unit", UNIT, "--out", "{tmp}/out", "--cpu-only"]
+            + ["--late-policy", "{a_file}", "--due", "2031-03-01T23:59"],
+            "expected --due or --late-policy, not both",
+        ),
+        (
             ["grade-all", "{submissions}", "--unit", UNIT, "--out", "{tmp}/out", "--cpu-only", "--only", "bob"],
             "--only bob: no submission has this id; expected one of alice",
         ),

@@ -14,7 +14,7 @@ import pytest
 
 from autograder import gradescope, results
 from autograder.__main__ import main
-from course.spec import units
+from course.spec import answer_key, units
 
 pytestmark = pytest.mark.autograder
 UNIT = units.load("day01_relu_bias")
@@ -98,6 +98,10 @@ def test_the_zip_holds_the_project_the_unit_needs_and_nothing_kept_back(tmp_path
     assert not (source / "solutions" / "day02_layernorm_forward").exists()  # only what the unit needs
     for kept_back in ("answers.md", "mutants.toml", "planted_bugs.toml", "hostile"):  # never read by grading
         assert not list(source.rglob(kept_back)), kept_back
+    # The written answers' points come without the key: the copy grades them out of the same points.
+    copy = units.load(UNIT.name, str(source))
+    assert answer_key.answer_key(copy) == {} and answer_key.points(copy) == answer_key.points(UNIT)
+    assert "Rubric" not in (source / "solutions" / UNIT.name / answer_key.POINTS_FILE).read_text()
     assert subprocess.run(["bash", "-n", str(source / "setup.sh")]).returncode == 0
     assert "sys.version_info < (3, 11)" in (source / "setup.sh").read_text()  # tomllib
     assert "MAX_JOBS=1" in (root / "run_autograder").read_text()

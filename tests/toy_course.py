@@ -25,6 +25,19 @@ Why does doubling need no rounding?
 <!-- submit -->
 """
 
+# Its answer key: the question's points and rubric (course/spec/answer_key.py).
+ANSWERS = """# {title} answer key
+
+## q1
+
+**Model answer.** Doubling adds one to the exponent.
+
+Points: 1
+
+Rubric:
+- 1 point: the exponent goes up by one, the significand is unchanged.
+"""
+
 # The op of every toy: y = 2 * x, on the CPU. Each kind reaches it its own way.
 PUBLIC_TESTS = '''"""{title}: y = scale(x) = 2 * x."""
 import torch
@@ -192,6 +205,7 @@ def make_course(repo: str) -> str:
             os.path.join(folder, "lesson.md"),
             LESSON.format(title=title, sources="\n\n".join(f"<!-- source {f} -->" for f in files)),
         )
+        write(os.path.join(folder, "answers.md"), ANSWERS.format(title=title))
         for file, text in toy["files"].items():
             write(os.path.join(folder, file), text)
         write(

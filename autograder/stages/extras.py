@@ -1,5 +1,5 @@
-"""Extras, worth no points: a package's own tests/, run with pytest against its build, and a
-notebook's written answers, for grading by hand."""
+"""Extras: a package's own tests/, run with pytest against its build (worth no points), and a
+notebook's written answers, out of their points and pending grading by hand."""
 
 from __future__ import annotations
 

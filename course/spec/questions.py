@@ -12,6 +12,7 @@ from course.spec.units import Unit
 
 MAX_ANSWER_CHARS = 8000  # of one answer, in results.json
 WRITTEN = "written"  # the tag of the answers' entries in results.json
+PENDING = "pending hand grading"  # an answer's status until the instructor's score is folded in
 
 
 @dataclass(frozen=True)
