@@ -57,6 +57,8 @@ class Case:
     hint: str = ""  # shown when the case fails: what to look at
     timeout: float = 30.0  # seconds for this case in the autograder's child
     needs: tuple[str, ...] = ()  # cases that must pass before this one runs (names or fnmatch patterns)
+    triton: bool = False  # the op compiles Triton kernels in the case's dtype (course/dtypes.py)
+    note: str = ""  # what the run changed about the case and why (course/dtypes.py), shown with its verdict
 
     @property
     def input_sets(self) -> int:

@@ -11,6 +11,7 @@ import traceback
 import torch
 
 from course.cases import make_input_sets, needed
+from course.dtypes import Toolchain, ToolchainSuite
 from course.harness import execute
 from course.judge import Verdict, judge, needs_not_met
 
@@ -81,12 +82,16 @@ def run_case(spec, ext, case, seed: int) -> Verdict:
     return judge(spec, case, input_sets, result, baseline)
 
 
-def run_cases(spec, ext, seed: int | None = None, devices: tuple[str, ...] | None = None) -> bool:
+def run_cases(
+    spec, ext, seed: int | None = None, devices: tuple[str, ...] | None = None, toolchain: Toolchain | None = None
+) -> bool:
     """Run every case of `spec` on the devices available (perf cases last, once the cases
-    they need passed); print a table; True when all pass."""
+    they need passed), in the dtypes `toolchain` (this machine's when None) can compile for
+    Triton (course/dtypes.py); print a table; True when all pass."""
     seed = random.randrange(2**31) if seed is None else seed
     if devices is None:
         devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    spec = ToolchainSuite(spec, Toolchain.here() if toolchain is None else toolchain)
     passed = total = 0
     passed_names: set[str] = set()
     for case in sorted(spec.CASES, key=lambda c: c.kind == "perf"):
@@ -100,7 +105,9 @@ def run_cases(spec, ext, seed: int | None = None, devices: tuple[str, ...] | Non
         if verdict.passed:
             passed_names.add(case.name)
         print(f"  {'PASS' if verdict.passed else 'FAIL'}  {case.name}")
-        if not verdict.passed or verdict.fraction is not None:  # a perf case always shows its timing
-            print("\n".join("        " + line for line in verdict.message.splitlines()))
+        shown = [verdict.message] if not verdict.passed or verdict.fraction is not None else []  # perf: its timing
+        lines = [line for text in [*shown, case.note] for line in text.splitlines()]
+        if lines:
+            print("\n".join("        " + line for line in lines))
     print(f"{passed}/{total} public tests passed (seed {seed})")
     return passed == total

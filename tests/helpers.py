@@ -84,6 +84,19 @@ def sample_class_problems(unit, out: str, entry: str, names: list[str], lost: se
     return sample_class.check(unit, out)
 
 
+def turing_dtype(declared: str) -> str:
+    """The Triton dtype ("bf16", "fp16", "fp32") a case declared `declared` runs in on a T4
+    (sm_75) with the Triton installed here (course/dtypes.py)."""
+    import torch
+
+    from course.dtypes import Toolchain, triton_float_dtype, triton_version
+
+    if declared != "bf16":
+        return declared
+    chosen = triton_float_dtype(Toolchain((7, 5), triton_version())).dtype
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}[chosen]
+
+
 def triton_compile(folder: str, module: str, kernel: str, signature: dict, constexprs: dict, arch: int):
     """Compile `kernel` of `module` (a file in `folder`) for sm_`arch` with Triton, no GPU needed, in
     a process of its own: the CompletedProcess, whose last line of output is the cubin's size."""

@@ -2,16 +2,17 @@
 one students run them on, and the GPU runs of the suite compile them for their own architecture."""
 
 import pytest
-from helpers import triton_compile
+from helpers import triton_compile, turing_dtype
 
 from course.spec import units
 
 
-@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
-def test_reference_triton_kernels_compile_for_turing(dtype, tmp_path):
+@pytest.mark.parametrize("declared", ["bf16", "fp16", "fp32"])
+def test_reference_triton_kernels_compile_for_turing(declared, tmp_path):
+    """In the dtype a T4 runs each declared one in with this Triton (course/dtypes.py)."""
     pytest.importorskip("triton")
     units.load("day08_triton_basics").write("solution", str(tmp_path))
-    t = f"*{dtype}"
+    t = f"*{turing_dtype(declared)}"
     rows = {"x_ptr": t, "y_ptr": t, "cols": "i32", "x_row_stride": "i32", "y_row_stride": "i32", "BLOCK": "constexpr"}
     kernels = {
         ("vector_add", "add_kernel"): (

@@ -19,6 +19,7 @@ from autograder.grade_options import GradeOptions
 from autograder.machine import child_env, gpu_capability, gpu_count
 from autograder.sandbox import Sandbox
 from autograder.suite_access import hidden_from_runs, suite_files
+from course.dtypes import Toolchain
 from course.spec.units import Unit
 
 
@@ -39,6 +40,11 @@ class Grading:
     @property
     def has_gpu(self) -> bool:
         return self.capability is not None
+
+    @property
+    def toolchain(self) -> Toolchain:
+        """The children's GPU and Triton: which dtypes Triton cases run in (course/dtypes.py)."""
+        return Toolchain.for_capability(self.capability)
 
 
 @contextlib.contextmanager

@@ -10,6 +10,7 @@ from types import ModuleType
 
 from autograder.machine import perf_runs_here
 from course.cases import Case, check_needs
+from course.dtypes import Toolchain, ToolchainSuite
 from course.sanitize import SANITIZER
 
 
@@ -26,15 +27,20 @@ class Group:
 
 @dataclass(frozen=True)
 class Plan:
-    spec: ModuleType  # the unit's hidden suite
+    spec: ModuleType | ToolchainSuite  # the unit's hidden suite, its cases as they run here
     groups: list[Group]  # in run order
     times_perf: bool  # a perf case runs here: the reference is needed
 
 
-def plan_cases(spec: ModuleType, patterns: tuple[str, ...], has_gpu: bool, gpus: int) -> Plan:
+def plan_cases(
+    spec: ModuleType, patterns: tuple[str, ...], has_gpu: bool, gpus: int, toolchain: Toolchain | None = None
+) -> Plan:
     """The plan for the cases of `spec` that match `patterns` (fnmatch; all when empty), on a
-    machine with `gpus` GPUs (has_gpu: whether GPU cases run at all)."""
+    machine with `gpus` GPUs (has_gpu: whether GPU cases run at all), each in the dtype
+    `toolchain` can compile for Triton (course/dtypes.py; None: as declared)."""
     check_needs(spec.CASES)
+    if toolchain is not None:
+        spec = ToolchainSuite(spec, toolchain)
     selected = [
         (i, c)
         for i, c in enumerate(spec.CASES)

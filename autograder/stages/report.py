@@ -1,6 +1,7 @@
 """Report: the cases' verdicts as the Grade's entries, each visible to the student at once if
 the notebook's public suite has it too, after the grades are published if not; a perf case's
-measurements beside them. autograder/report.py writes the Grade out."""
+measurements beside them, and under a verdict what the run changed about its case (the dtype a
+Triton case ran in: course/dtypes.py). autograder/report.py writes the Grade out."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def report_cases(result: Grade, plan: Plan, ran: Ran, public: set[str]) -> None:
                 case.name,
                 case.points,
                 verdict.passed,
-                verdict.message,
+                "\n".join(filter(None, (verdict.message, case.note))),
                 visibility="visible" if case.name in public else "after_published",
                 tags=(case.group, case.device),
                 not_run=verdict.message.startswith("not run"),

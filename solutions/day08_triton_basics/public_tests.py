@@ -135,10 +135,11 @@ HINTS = {
 
 
 def _case(op, dtype, shape, what="", points=1.0, hint="", checks=(INPUTS_UNCHANGED,), **params):
-    """A values case named cuda_{op}_{dtype}[_{what}], in group cuda_{op}."""
+    """A values case named cuda_{op}_{dtype}[_{what}], in group cuda_{op}. Declared bf16, it runs
+    in fp16 where Triton cannot compile bf16 for the GPU (course/dtypes.py)."""
     name = "_".join(filter(None, ("cuda", op, SHORT[dtype], what)))
     return Case(name, f"cuda_{op}", "cuda", points, dict(op=op, dtype=dtype, shape=shape, **params),
-                checks=checks, hint=hint or HINTS[op])
+                checks=checks, hint=hint or HINTS[op], triton=True)
 
 
 def _error(name, words, op="add", **bad):
@@ -153,7 +154,7 @@ SOFTMAX_PERF_SHAPE = (16384, 4096)   # 256 MB of fp32
 def _perf(op, dtype, shape, points=2.0, **params):
     return Case(f"cuda_perf_{op}_{SHORT[dtype]}", f"cuda_perf_{op}", "cuda", points,
                 dict(op=op, dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=ZERO_AT, **params), kind="perf",
-                timeout=120.0, needs=NEEDS[op],
+                timeout=120.0, needs=NEEDS[op], triton=True,
                 hint="is BLOCK_SIZE large enough (1024 or more) and the row held in one program where it fits?")
 
 

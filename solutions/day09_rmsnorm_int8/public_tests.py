@@ -352,14 +352,15 @@ FP16, BF16, FP32, FP64 = torch.float16, torch.bfloat16, torch.float32, torch.flo
 
 def case(op, backend, dtype, shape, what="", device="cuda", points=1.0, hint="", checks=None, group="", **params):
     """A values case named {cpu|cuda|triton}_{op}_{dtype}[_{what}]; backend "cuda" on the CPU
-    runs the C++ op's CPU kernels."""
+    runs the C++ op's CPU kernels. A Triton case declared bf16 runs in fp16 where Triton cannot
+    compile bf16 for the GPU (course/dtypes.py)."""
     prefix = "cpu" if device == "cpu" else backend
     name = "_".join(filter(None, (prefix, op, SHORT[dtype], what)))
     if checks is None:
         checks = () if op in ("residual", "opcheck", "compiled") else (INPUTS_UNCHANGED,)
     return Case(name, group or f"{prefix}_{op}", device, points,
                 dict(op=op, backend=backend, dtype=dtype, shape=shape, **params), checks=checks,
-                hint=hint or HINTS.get(op, ""))
+                hint=hint or HINTS.get(op, ""), triton=prefix == "triton")
 
 
 def opcheck(backend, target, dtype=FP32, device="cuda"):
@@ -367,14 +368,14 @@ def opcheck(backend, target, dtype=FP32, device="cuda"):
     # opcheck traces and compiles the op several times, and Triton compiles each kernel cold.
     return Case(f"{prefix}_opcheck_{target}", f"{prefix}_package", device, 1.0,
                 dict(op="opcheck", backend=backend, dtype=dtype, shape=(8, 64), target=target), timeout=120.0,
-                hint=HINTS["opcheck"])
+                hint=HINTS["opcheck"], triton=prefix == "triton")
 
 
 def compiled(backend, device="cuda"):
     prefix = "cpu" if device == "cpu" else backend
     return Case(f"{prefix}_compiled_block", f"{prefix}_package", device, 1.0,
                 dict(op="compiled", backend=backend, dtype=FP32, shape=(32, 256)), timeout=120.0,
-                hint=HINTS["compiled"])
+                hint=HINTS["compiled"], triton=prefix == "triton")
 
 
 def error(name, words, op="quant", backend="cuda", device="cuda", **bad):
@@ -386,7 +387,7 @@ def perf(op, backend, dtype, shape, zero_at=ZERO_AT, points=2.0, hint="", **para
     needs = (f"{backend}_quant_*",) if op == "perf_quant" else (f"{backend}_forward_*", f"{backend}_autograd_*")
     return Case(f"{backend}_{op}_{SHORT[dtype]}", f"{backend}_perf", "cuda", points,
                 dict(op=op, backend=backend, dtype=dtype, shape=shape, full_at=FULL_AT, zero_at=zero_at, **params),
-                kind="perf", timeout=180.0, needs=needs, hint=hint)
+                kind="perf", timeout=180.0, needs=needs, hint=hint, triton=backend == "triton")
 
 
 # D = 4096, a model's width. Twice 16384 rows, where the host's launch of a Triton kernel took
