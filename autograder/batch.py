@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from autograder import gradebook, precompiled_header
+from autograder import compiler_cache, gradebook, precompiled_header
 from autograder.collect import Submission
 from autograder.machine import child_env, gpu_capability, gpu_probe_env, perf_runs_here
 from autograder.reference import reference
@@ -579,6 +579,9 @@ def grade_all(
     problem = prepare_reference(options.unit, gpus) if submissions else ""
     if problem:
         print(f"warning: {problem}", file=sys.stderr)
+    if submissions and compiler_cache.enabled(os.environ):  # the files students leave as given, compiled once
+        for problem in compiler_cache.warm(options.unit, {**child_env(gpu_capability() if gpus else None), **share}):
+            print(f"warning: the compiler cache was not warmed: {problem}", file=sys.stderr)
     steps = perf_split(options.unit) if timed_here else ([], [])
     # This machine's own disk (a Slurm job's OUT may be on a network filesystem), private to the
     # grader: the GPUs' locks, and the builds kept between a grading's two steps.

@@ -296,8 +296,10 @@ class Sandbox:
             )
         shared_ccache = self.ccache_dir if ccache else None
         run_env.pop("CCACHE_DIR", None)
-        if shared_ccache:
-            run_env.update(CCACHE_DIR=shared_ccache, CCACHE_UMASK="002")
+        if shared_ccache:  # read, never written: autograder/compiler_cache.py says who writes it
+            run_env.update(
+                CCACHE_DIR=shared_ccache, CCACHE_READONLY="1", CCACHE_TEMPDIR=os.path.join(home, ".ccache-tmp")
+            )
         if not shared_ccache or self.mode == "uid" and not _passable(shared_ccache):
             run_env["CCACHE_DISABLE"] = "1"  # none to share, or under a folder the uid cannot pass (root's home)
         command = argv
@@ -339,7 +341,7 @@ class Sandbox:
         home = os.path.realpath(os.path.expanduser("~"))
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
-        args += self._mounts(writable + ([ccache_dir] if ccache_dir else []), hidden=("/tmp", home))
+        args += self._mounts(writable, hidden=("/tmp", home), read_only=(ccache_dir,) if ccache_dir else ())
         args += ["--chdir", cwd, "--die-with-parent", "--new-session"]
         if self.uid is None:
             return args + ["--unshare-all", "--", *argv]
@@ -349,11 +351,13 @@ class Sandbox:
         uid = str(self.uid)
         return [*args, *_AS_ROOT, "--", "setpriv", "--reuid", uid, "--regid", uid, *groups, *_NO_CAPS, "--", *argv]
 
-    def _mounts(self, writable: list[str], hidden: tuple[str, ...]) -> list[str]:
+    def _mounts(self, writable: list[str], hidden: tuple[str, ...], read_only: tuple[str, ...] = ()) -> list[str]:
         """bwrap's arguments for what the runs see of the folders `hidden` and self.hidden
-        (emptied) and for the `writable` ones, outer folders first."""
+        (emptied), for the `writable` ones and for `read_only` ones besides self.read_only,
+        outer folders first."""
         emptied = self.hidden  # seen empty: what the runs need from them is bound back below
-        binds = [(p, "--ro-bind") for p in self.read_only if _under(p, hidden) or _under(p, emptied)]
+        shown = (*self.read_only, *(os.path.realpath(p) for p in read_only))
+        binds = [(p, "--ro-bind") for p in shown if _under(p, hidden) or _under(p, emptied)]
         binds += [(p, "--tmpfs") for p in emptied]
         binds += [(os.path.realpath(p), "--bind") for p in writable]
         args, made, bound = [], set(), []

@@ -72,12 +72,19 @@ def pytest_configure(config):
         where, config.making_header = precompiled_header.start(base)
         if where:
             os.environ["CPATH"] = precompiled_header.on_cpath(where, os.environ.get("CPATH", ""))
+    # The shared compiler cache, which the sandboxed builds only read, gets the units' own
+    # files from trusted builds, in the background while the first tests run.
+    if not hasattr(config, "workerinput") and "fast" not in (config.getoption("markexpr") or ""):
+        from autograder import compiler_cache
+
+        config.warming_cache = compiler_cache.start(os.path.join(tempfile.gettempdir(), "course-test-ccache-warm.log"))
 
 
 def pytest_unconfigure(config):
-    from autograder import precompiled_header
+    from autograder import compiler_cache, precompiled_header
 
     precompiled_header.stop(getattr(config, "making_header", None))
+    compiler_cache.stop(getattr(config, "warming_cache", None))
 
 
 # The edit-test loop (`scripts/test.sh -m fast`, under 3 minutes on 2 cores): the modules whose

@@ -380,3 +380,42 @@ def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
             box.close()
     finally:
         shutil.rmtree(locks, ignore_errors=True)
+
+
+def test_a_build_reads_the_shared_compiler_cache_and_cannot_write_it(tmp_path):
+    """An entry a submission's build could write under the key of a classmate's unchanged file
+    would become that classmate's object code: the cache is read-only to every build
+    (autograder/compiler_cache.py fills it from the course's own code)."""
+    cache = tmp_path / "ccache"
+    cache.mkdir()
+    (cache / "entry").write_text("compiled by the grader")
+    env = dict(os.environ, CCACHE_DIR=str(cache))
+    env.pop("CCACHE_DISABLE", None)
+    box = Sandbox.open("auto", str(tmp_path), env=env)
+    code = """
+import json, os
+entry = os.path.join(os.environ["CCACHE_DIR"], "entry")
+wrote = []
+for path in (entry, os.path.join(os.environ["CCACHE_DIR"], "planted"), os.path.join(os.environ["CCACHE_DIR"], "ccache.conf")):
+    try:
+        open(path, "a").close()
+        wrote.append(path)
+    except OSError:
+        pass
+print(json.dumps({"read": open(entry).read(), "wrote": wrote, "readonly": os.environ.get("CCACHE_READONLY"),
+                  "disabled": os.environ.get("CCACHE_DISABLE")}))
+"""
+    try:
+        folder = box.folder(str(tmp_path), "build_")
+        exit_code, output = box.run(
+            python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env, limits=LIMITS, ccache=True
+        )
+    finally:
+        box.close()
+    assert exit_code == 0, output
+    seen = json.loads(output.strip().splitlines()[-1])
+    assert seen["wrote"] == [] and not (cache / "planted").exists()
+    if box.mode == "bwrap":  # the uid fallback shares no cache at all
+        assert seen == {"read": "compiled by the grader", "wrote": [], "readonly": "1", "disabled": None}
+    else:
+        assert seen["disabled"] == "1"

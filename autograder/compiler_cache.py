@@ -1,0 +1,80 @@
+"""The shared compiler cache (ccache, where CCACHE_DIR names one): written only by builds of the
+course's own code, read by every submission's build, never written by one.
+
+A submission's build runs in the sandbox with the cache mounted read-only (autograder/sandbox.py):
+an entry it could write under the key of a file a classmate leaves unchanged would become that
+classmate's object code. What the cache holds comes from here instead: each unit's reference and
+template, built as the sandbox builds (sources in src/ beside build/, under the same base folder),
+so that a submission's files that equal them are compiled once, not once per student.
+
+    python -m autograder.compiler_cache [UNIT ...]   every unit's, or the named units'
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from course.build import BuildError, build_in_subprocess, kill_group
+from course.spec import units
+from course.spec.units import Unit
+
+KINDS = ("solution", "template")
+BUILD_SECONDS = 900
+
+
+def enabled(env: dict) -> bool:
+    return bool(env.get("CCACHE_DIR")) and "CCACHE_DISABLE" not in env
+
+
+def warm(unit: Unit, env: dict, parent: str | None = None) -> list[str]:
+    """Build `unit`'s reference and template with the cache writable; what failed, in words
+    (a template whose build fails is the unit's bug, reported by its own tests)."""
+    problems = []
+    for kind in KINDS:
+        with tempfile.TemporaryDirectory(prefix=f"warm_{unit.name}_", dir=parent) as scratch:
+            source_dir, build_dir = os.path.join(scratch, "src"), os.path.join(scratch, "build")
+            unit.write(kind, source_dir)
+            try:
+                build_in_subprocess(unit.plan(), source_dir, build_dir, timeout=BUILD_SECONDS, env=env)
+            except BuildError as error:
+                problems.append(f"{unit.name} {kind}: {error.summary}")
+    return problems
+
+
+def start(log_path: str) -> subprocess.Popen | None:
+    """Warm the cache for every unit in a process of its own (None: no cache to warm); its
+    output goes to `log_path`. Builds that start before it reaches their unit compile as before."""
+    if not enabled(os.environ):
+        return None
+    with open(log_path, "w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "autograder.compiler_cache"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen | None) -> None:
+    """End a warming still going, with its compilers: nothing outlives its caller."""
+    if process is not None and process.poll() is None:
+        kill_group(process)
+
+
+def main(names: list[str]) -> int:
+    env = dict(os.environ)
+    if not enabled(env):
+        print("no shared compiler cache (CCACHE_DIR unset): nothing to warm", file=sys.stderr)
+        return 0
+    chosen = [units.load(name) for name in names] if names else units.all_units()
+    problems = [problem for unit in chosen if unit.build != "none" for problem in warm(unit, env)]
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
