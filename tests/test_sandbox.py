@@ -334,7 +334,7 @@ def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data
             runs = case_from_data(torch.load(path, weights_only=False))
             kept = ("name", "group", "device", "points", "kind", "checks", "timeout")
             assert all(getattr(runs, f) == getattr(case, f) for f in kept), f"{unit.name}: {case.name}"
-            assert not runs.hint and not runs.error_words and not runs.needs
+            assert not runs.hint and not runs.error_words and not runs.error_arguments and not runs.needs
             spoilers = case.params.get("bad")
             assert {k: v for k, v in runs.params.items() if k != "bad"} == {
                 k: v for k, v in case.params.items() if k != "bad"
