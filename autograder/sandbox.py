@@ -4,8 +4,10 @@ Modes, best first (docs/security.md says what each protects):
 - bwrap: bubblewrap namespaces. The root file system is read-only, /tmp and the grader's
   home are empty, only the folders a run needs are writable, no network, a PID namespace
   killed whole at the end. When the grader is root, the command runs as a uid of its own.
-- uid: no namespaces (user namespaces off, no bwrap): a uid of the grading's own, killed
-  process by process at the end.
+- uid: no namespaces (user namespaces off, no bwrap): a uid of the grading's own, never the
+  last grading's (autograder/uid_pool.py), killed process by process at the end, its files in
+  the folders any user may write removed; the hidden folders closed to other users, and no
+  shared ccache.
 - none: only when asked for (local debugging). Student code runs as the grader.
 
 Every mode scrubs the environment and sets rlimits. The mode is detected by trying it.
@@ -186,8 +188,9 @@ class Sandbox:
     @classmethod
     def open(cls, requested: str, work: str, *, read_only=(), hidden=(), env: dict | None = None) -> Sandbox:
         """The best mode that works here (or the one requested), tried in a folder under `work`.
-        `hidden`: folders bwrap runs see empty (the course's solutions: reference sources, answer
-        keys, mutants), but for the `read_only` paths under them (the suite a child imports)."""
+        `hidden`: folders no run reads (the course's solutions: reference sources, answer keys,
+        mutants), but for the `read_only` paths under them (the suite a child imports): bwrap
+        runs see them empty, uid runs may not enter them and read a copy (`seen_as`)."""
         if requested not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, got {requested!r}")
         env = os.environ if env is None else env
@@ -281,7 +284,7 @@ class Sandbox:
                 os.chown(name, self.uid, self.uid, follow_symlinks=False)
 
     def _share_ccache(self) -> None:
-        """The grader's ccache folder, read-write for every sandbox: its folders get the
+        """The grader's ccache folder, read-write for every bwrap sandbox: its folders get the
         sandboxes' group, writable and inherited (new files are renamed in, so folders are
         enough)."""
         os.makedirs(self.ccache_dir, exist_ok=True)
