@@ -367,6 +367,9 @@ class Sandbox:
         if home != "/" and os.path.isdir(home):
             args += ["--tmpfs", home]  # the grader's own files (keys, tokens) are not there
         args += self._mounts(writable + ([ccache_dir] if ccache_dir else []), hidden=("/tmp", home))
+        if ccache_dir:  # after the folder's own bind: the one file in it a build may not replace
+            conf = _graders_ccache_conf(ccache_dir)
+            args += ["--ro-bind", conf, conf]
         args += ["--chdir", cwd, "--die-with-parent", "--new-session"]
         if self.uid is None:
             return args + ["--unshare-all", "--", *argv]
@@ -532,6 +535,20 @@ _NO_CAPS = ["--inh-caps=-all", "--bounding-set=-all"]
 
 def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _graders_ccache_conf(ccache_dir: str) -> str:
+    """The cache's ccache.conf, made the grader's (empty, where it was not the grader's file):
+    a `compiler_check` command planted there would run in every later build using the cache."""
+    path = os.path.join(ccache_dir, "ccache.conf")
+    info = os.lstat(path) if os.path.lexists(path) else None
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        with contextlib.suppress(FileExistsError):  # another grading made it meanwhile
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o022)
+    return path
 
 
 def close_to_others(folder: str) -> None:

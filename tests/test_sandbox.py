@@ -380,3 +380,33 @@ def test_bwrap_runs_cannot_reach_a_batchs_gpu_locks(tmp_path):
             box.close()
     finally:
         shutil.rmtree(locks, ignore_errors=True)
+
+
+def test_a_bwrap_build_may_write_the_shared_ccache_but_not_its_config(tmp_path):
+    """A build (a package's setup.py) writes the shared ccache's entries, which later builds
+    use (docs/security.md says so); its ccache.conf, whose compiler_check would name a command
+    every later build runs, stays the grader's: a planted one is replaced, and a build can
+    neither write it nor rename another file over it."""
+    cache = tmp_path / "ccache"
+    cache.mkdir()
+    (cache / "ccache.conf").write_text("compiler_check = sh -c planted\n")
+    os.chown(cache / "ccache.conf", 64999, 64999)  # as a uid build would have left it
+    env = dict(os.environ, CCACHE_DIR=str(cache))
+    env.pop("CCACHE_DISABLE", None)
+    box = Sandbox.open("auto", str(tmp_path), env=env)
+    try:
+        if box.mode != "bwrap":
+            pytest.skip("only bubblewrap builds share the cache")
+        script = (
+            f"echo entry > {cache}/entry; echo 'compiler_check = sh -c planted' > {cache}/ccache.conf; "
+            f"echo 'compiler_check = sh -c planted' > {cache}/new; mv -f {cache}/new {cache}/ccache.conf; true"
+        )
+        folder = box.folder(str(tmp_path), "build_")
+        code, output = box.run(
+            ["sh", "-c", script], timeout=30, writable=[folder], cwd=folder, env=env, limits=LIMITS, ccache=True
+        )
+    finally:
+        box.close()
+    assert code == 0, output
+    assert (cache / "entry").read_text() == "entry\n"
+    assert (cache / "ccache.conf").read_text() == "" and (cache / "ccache.conf").stat().st_uid == os.geteuid()
