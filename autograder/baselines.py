@@ -78,7 +78,7 @@ class Baselines:
         box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
         self.sandbox.give(box)
         runner = GroupRunner(
-            {**suite_request(self.unit), "built": None, "reference": load},
+            {**suite_request(self.unit, self.sandbox), "built": None, "reference": load},
             self.sandbox,
             self.work,
             self.env,

@@ -77,6 +77,9 @@ fi
 INDEX="${{TORCH_INDEX_URL-https://download.pytorch.org/whl/cu{cuda_tag}}}"
 "$VENV/bin/pip" install "torch=={torch}" ${{INDEX:+--index-url "$INDEX"}}
 "$VENV/bin/pip" install "$SOURCE"
+# This copy holds the unit's hidden suite and reference; the installed grader is what runs, and
+# a uid sandbox is any other user (docs/security.md).
+chmod o-rwx "$SOURCE"
 """
 
 _RUN = """#!/usr/bin/env bash

@@ -71,7 +71,7 @@ class GroupFiles:
 
 def runnable_case(case: Case) -> dict:
     """What a child needs of a case to run it, as data: nothing the judge alone reads (hint,
-    error words, needs). An error case's spoilers (params["bad"]: {argument: function}, which
+    error words and arguments, needs). An error case's spoilers (params["bad"]: {argument: function}, which
     the public suite's on_device applies where the op will see the arguments) cross as their
     code: each may use its argument and torch, nothing else of the hidden suite."""
     params = dict(case.params)
@@ -82,6 +82,7 @@ def runnable_case(case: Case) -> dict:
         "params": params,
         "hint": "",
         "error_words": (),
+        "error_arguments": (),
         "needs": (),
     }
 

@@ -4,8 +4,10 @@ Modes, best first (docs/security.md says what each protects):
 - bwrap: bubblewrap namespaces. The root file system is read-only, /tmp and the grader's
   home are empty, only the folders a run needs are writable, no network, a PID namespace
   killed whole at the end. When the grader is root, the command runs as a uid of its own.
-- uid: no namespaces (user namespaces off, no bwrap): a uid of the grading's own, killed
-  process by process at the end.
+- uid: no namespaces (user namespaces off, no bwrap): a uid of the grading's own, never the
+  last grading's (autograder/uid_pool.py), killed process by process at the end, its files in
+  the folders any user may write removed; the hidden folders closed to other users, and no
+  shared ccache.
 - none: only when asked for (local debugging). Student code runs as the grader.
 
 Every mode scrubs the environment and sets rlimits. The mode is detected by trying it.
@@ -14,11 +16,8 @@ Every mode scrubs the environment and sets rlimits. The mode is detected by tryi
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
-import grp
 import os
-import pwd
 import resource
 import shutil
 import signal
@@ -27,15 +26,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
+
+from autograder.uid_pool import UID_RANGE, clean_up, kill_every_process_of, take_uid
 
 MODES = ("auto", "bwrap", "uid", "none")
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Uids for sandboxes, one per grading at a time (a lock file says which are taken), below
-# 65536 so that containers with a user namespace of their own can map them. The gid below
-# the range is the group that may write a shared ccache folder.
-UID_RANGE = range(64000, 65000)
+# The group that earlier versions let write a shared ccache folder, below the sandboxes' uids
+# (autograder/uid_pool.py): a folder of that group is still closed to them.
 CCACHE_GID = 63999
 TMPFS_BYTES = 1 << 30  # the private /tmp lives in memory (and /dev/shm, a quarter of this)
 # The cores this process may run on: under taskset or a cpuset, fewer than the machine has.
@@ -180,16 +178,19 @@ class Sandbox:
     uid: int | None = None
     read_only: tuple[str, ...] = ()
     ccache_dir: str | None = None
-    hidden: tuple[str, ...] = ()  # folders a bwrap run sees empty, but for read_only files in them
+    hidden: tuple[str, ...] = ()  # folders a run never reads, but for read_only files in them
     _lock: object = field(default=None, repr=False)
+    work: str | None = None  # the grading's folder, which it removes itself
+    view: str | None = None  # uid mode: where runs read the read_only files under `hidden`
 
     # ---- setting up ----
 
     @classmethod
     def open(cls, requested: str, work: str, *, read_only=(), hidden=(), env: dict | None = None) -> Sandbox:
         """The best mode that works here (or the one requested), tried in a folder under `work`.
-        `hidden`: folders bwrap runs see empty (the course's solutions: reference sources, answer
-        keys, mutants), but for the `read_only` paths under them (the suite a child imports)."""
+        `hidden`: folders no run reads (the course's solutions: reference sources, answer keys,
+        mutants), but for the `read_only` paths under them (the suite a child imports): bwrap
+        runs see them empty, uid runs may not enter them and read a copy (`seen_as`)."""
         if requested not in MODES:
             raise ValueError(f"sandbox mode must be one of {', '.join(MODES)}, got {requested!r}")
         env = os.environ if env is None else env
@@ -197,18 +198,18 @@ class Sandbox:
         ccache = env.get("CCACHE_DIR") if env.get("CCACHE_DIR") and "CCACHE_DISABLE" not in env else None
         tried = []
         for mode, own_uid in _candidates(requested):
-            uid, lock = _take_uid() if own_uid else (None, None)
+            uid, lock = take_uid(keep=(work,)) if own_uid else (None, None)
             if own_uid and uid is None:
                 tried.append(f"{mode} with a uid of its own: no free uid in {UID_RANGE}")
                 continue
-            sandbox = cls(
-                mode, uid, paths, ccache, tuple(os.path.realpath(p) for p in hidden if os.path.isdir(p)), lock
-            )
+            hides = tuple(os.path.realpath(p) for p in hidden if os.path.isdir(p))
+            # A uid run may write the shared cache's files, which another grading's build reads.
+            shared = None if mode == "uid" else ccache
+            sandbox = cls(mode, uid, paths, shared, hides, lock, work=os.path.realpath(work))
             problem = sandbox._try(work, env)
             if not problem:
-                if mode == "uid" and uid is not None:  # builds read a precompiled header there
-                    for path in filter(os.path.isdir, env.get("CPATH", "").split(os.pathsep)):
-                        _let_others_pass(path)
+                if mode == "uid" and uid is not None:
+                    sandbox._hide_from_uid(env)
                 return sandbox
             sandbox.close()
             tried.append(f"{mode}{' with a uid of its own' if own_uid else ''}: {problem}")
@@ -222,7 +223,7 @@ class Sandbox:
         """'' when a run works: it imports the course's build module and finds torch."""
         try:
             if self.ccache_dir:
-                self._share_ccache()
+                os.makedirs(self.ccache_dir, exist_ok=True)
             folder = self.folder(work, "sandbox_check_")
             probe = (
                 "import importlib.util, sys, course.build; open('ok', 'w').close(); "
@@ -237,6 +238,32 @@ class Sandbox:
             return f"a test run exited with {code}: {(run.stderr() or run.stdout()).strip()[-300:]}"
         except (OSError, subprocess.SubprocessError) as error:
             return str(error)
+
+    def _hide_from_uid(self, env: dict) -> None:
+        """What bwrap does with mounts, done with permissions: the `hidden` folders are closed to
+        other users (for good: a grading running beside this one relies on it too), and the
+        `read_only` files under them are copied into a folder of the grading's, `view`, which
+        runs read instead (`seen_as`). The folders on CPATH (a precompiled header) are made passable."""
+        for path in filter(os.path.isdir, env.get("CPATH", "").split(os.pathsep)):
+            _let_others_pass(path)
+        for folder in self.hidden:
+            close_to_others(folder)
+        self.view = tempfile.mkdtemp(prefix="view_", dir=self.work)
+        for path in (p for p in self.read_only if _under(p, self.hidden)):
+            copy = self.view + path
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            (shutil.copytree if os.path.isdir(path) else shutil.copyfile)(path, copy)
+        for root, _, files in os.walk(self.view):
+            os.chmod(root, 0o755)  # listable: Python's import system lists a folder before it opens a file
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o644)
+        _let_others_pass(self.view)
+
+    def seen_as(self, path: str) -> str:
+        """Where a run reads `path`: in uid mode, a file under a hidden folder is read from the
+        grading's copy (`view`)."""
+        real = os.path.realpath(path)
+        return self.view + real if self.view and _under(real, self.hidden) else path
 
     def folder(self, parent: str, prefix: str) -> str:
         """A new folder under `parent` (the grading's own) that runs may write. mkdtemp names it:
@@ -255,19 +282,6 @@ class Sandbox:
         for root, dirs, files in os.walk(path):
             for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
                 os.chown(name, self.uid, self.uid, follow_symlinks=False)
-
-    def _share_ccache(self) -> None:
-        """The grader's ccache folder, read-write for every sandbox: its folders get the
-        sandboxes' group, writable and inherited (new files are renamed in, so folders are
-        enough)."""
-        os.makedirs(self.ccache_dir, exist_ok=True)
-        if self.uid is None:
-            return
-        for root, _, _ in os.walk(self.ccache_dir):
-            info = os.stat(root)
-            if info.st_gid != CCACHE_GID or info.st_mode & 0o2070 != 0o2070:
-                os.chown(root, -1, CCACHE_GID)
-                os.chmod(root, info.st_mode | 0o2070)
 
     # ---- running ----
 
@@ -300,8 +314,8 @@ class Sandbox:
             run_env.update(
                 CCACHE_DIR=shared_ccache, CCACHE_READONLY="1", CCACHE_TEMPDIR=os.path.join(home, ".ccache-tmp")
             )
-        if not shared_ccache or self.mode == "uid" and not _passable(shared_ccache):
-            run_env["CCACHE_DISABLE"] = "1"  # none to share, or under a folder the uid cannot pass (root's home)
+        if not shared_ccache:
+            run_env["CCACHE_DISABLE"] = "1"  # none to share (none in uid mode: Sandbox.open)
         command = argv
         if self.mode == "bwrap":
             command = self._bwrap(argv, writable, cwd, shared_ccache)
@@ -310,7 +324,7 @@ class Sandbox:
         def in_child() -> None:
             limits.apply(own_uid)
             if own_uid and self.mode == "uid":
-                os.setgroups([CCACHE_GID] if shared_ccache else [])
+                os.setgroups([])  # never the shared cache's group
                 os.setgid(self.uid)
                 os.setuid(self.uid)
 
@@ -347,7 +361,7 @@ class Sandbox:
             return args + ["--unshare-all", "--", *argv]
         # As root, bwrap makes the namespaces (all but the user one, which would leave no uid to
         # switch to) and the command switches to the sandbox uid, with no capabilities left.
-        groups = ["--groups", str(CCACHE_GID)] if ccache_dir else ["--clear-groups"]
+        groups = ["--clear-groups"]
         uid = str(self.uid)
         return [*args, *_AS_ROOT, "--", "setpriv", "--reuid", uid, "--regid", uid, *groups, *_NO_CAPS, "--", *argv]
 
@@ -385,10 +399,12 @@ class Sandbox:
     def kill_all(self) -> None:
         """Every process of the sandbox uid (none left alive to write anything later)."""
         if self.uid is not None:
-            _kill_every_process_of(self.uid)
+            kill_every_process_of(self.uid)
 
     def close(self) -> None:
         self.kill_all()
+        if self.mode == "uid" and self._lock is not None:  # bwrap's /tmp and /dev/shm end with the run
+            clean_up(self.uid, keep=(self.work,) if self.work else ())
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -485,16 +501,6 @@ def _paths_runs_need(env: dict) -> list[str]:
     return paths
 
 
-def _passable(path: str) -> bool:
-    """Whether any user may reach `path` (every folder above it lets others pass)."""
-    path = os.path.realpath(path)
-    while path != os.path.dirname(path):
-        path = os.path.dirname(path)
-        if not os.stat(path).st_mode & 0o001:
-            return False
-    return True
-
-
 def _ancestors(path: str) -> list[str]:
     """The folders above `path`, outermost first."""
     above = []
@@ -519,6 +525,17 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
+def close_to_others(folder: str) -> None:
+    """No user but the owner and its group may read, write or pass `folder`; the sandboxes'
+    uids are in neither (they have groups of their own, and at most the shared cache's)."""
+    info = os.stat(folder)
+    mode = stat.S_IMODE(info.st_mode) & ~0o007
+    if info.st_gid == CCACHE_GID or info.st_gid in UID_RANGE:
+        mode &= ~0o070
+    if mode != stat.S_IMODE(info.st_mode):
+        os.chmod(folder, mode)
+
+
 def _let_others_pass(folder: str) -> None:
     """Let the sandbox uid pass through `folder` and every folder above it (search, not list):
     a run resolves absolute paths (compilers do), and one private folder on the way, such as a
@@ -531,56 +548,3 @@ def _let_others_pass(folder: str) -> None:
         if path == os.path.dirname(path):
             return
         path = os.path.dirname(path)
-
-
-def _take_uid() -> tuple[int | None, object]:
-    """A uid no other grading holds and no account has: (uid, the lock holding it)."""
-    folder = os.path.join(os.path.expanduser("~"), ".cache", "autograder", "sandbox-uids")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    for uid in UID_RANGE:
-        with contextlib.suppress(KeyError):
-            pwd.getpwuid(uid)
-            continue
-        with contextlib.suppress(KeyError):
-            grp.getgrgid(uid)
-            continue
-        lock = open(os.path.join(folder, str(uid)), "w")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            lock.close()
-            continue
-        # Processes of a uid no lock holds were left by a grader that was killed (SIGKILL):
-        # they may still hold the GPU, so they end here.
-        if not _kill_every_process_of(uid):
-            return uid, lock
-        lock.close()
-    return None, None
-
-
-def _kill_every_process_of(uid: int) -> list[int]:
-    """SIGKILL every process of `uid`; those still there after a while (none, normally)."""
-    for _ in range(100):  # a process may fork while its siblings are killed
-        pids = _pids_of(uid)
-        if not pids:
-            return []
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.02)
-    return _pids_of(uid)
-
-
-def _pids_of(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as handle:
-                status = dict(line.split(":", 1) for line in handle if ":" in line)
-        except OSError:
-            continue
-        if int(status.get("Uid", "-1 0").split()[0]) == uid and not status.get("State", "").strip().startswith("Z"):
-            pids.append(int(entry))
-    return pids

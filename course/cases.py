@@ -54,6 +54,9 @@ class Case:
     kind: str = "values"  # "values", "error" or "perf"
     checks: tuple[str, ...] = ()
     error_words: tuple[str, ...] = ()  # an "error" case: words its message must contain
+    # An "error" case: the op's arguments, the one the others are checked against first; its
+    # message names no argument but those of error_words, and that first one after them.
+    error_arguments: tuple[str, ...] = ()
     hint: str = ""  # shown when the case fails: what to look at
     timeout: float = 30.0  # seconds for this case in the autograder's child
     needs: tuple[str, ...] = ()  # cases that must pass before this one runs (names or fnmatch patterns)

@@ -104,13 +104,36 @@ def _judge_error(case: Case, result: dict) -> Verdict:
         return Verdict(False, message.strip()[:2000])
     if kind not in ("RuntimeError", "ValueError", "TypeError", "IndexError"):
         return Verdict(False, f"expected a RuntimeError or ValueError, got {kind}: {message[:300]}")
-    missing = [w for w in case.error_words if not re.search(rf"\b{re.escape(w)}\b", message, re.IGNORECASE)]
+    missing = [w for w in case.error_words if _named_at(w, message) is None]
     if missing:
         return Verdict(
             False,
             f"the error message should mention {' and '.join(map(repr, missing))}; it was: {message.strip()[:300]}",
         )
-    return Verdict(True)
+    problem = _other_arguments_named(case, message)
+    return Verdict(not problem, problem and f"{problem}; it was: {message.strip()[:300]}")
+
+
+def _named_at(word: str, message: str) -> int | None:
+    """Where `message` first names `word` (a whole word, in any case), or None."""
+    found = re.search(rf"\b{re.escape(word)}\b", message, re.IGNORECASE)
+    return found and found.start()
+
+
+def _other_arguments_named(case: Case, message: str) -> str:
+    """'' unless the message names an argument other than the case's own: a message that names
+    every argument would otherwise pass every error case. The first of the op's arguments, which
+    the others are checked against, may follow the case's own ("bias must be on x's device")."""
+    if not case.error_arguments:
+        return ""
+    first, own = case.error_arguments[0], [a for a in case.error_arguments if a in case.error_words]
+    others = [a for a in case.error_arguments[1:] if a not in own and _named_at(a, message) is not None]
+    if others:
+        return f"the error message should name only {' and '.join(map(repr, own or [first]))}, not {others[0]!r}"
+    at = _named_at(first, message)
+    if own and first not in own and at is not None and at < min(_named_at(a, message) for a in own):
+        return f"the error message should name {own[0]!r} first, the argument at fault, before {first!r}"
+    return ""
 
 
 def _own_kernel_problem(spec, case: Case, result: dict, own_kernels: frozenset[str] | None) -> str:

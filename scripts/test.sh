@@ -10,9 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m course.authoring.generate --check
 ruff check . && ruff format --check .
-# The sandboxes share the compiler cache through its group (autograder/sandbox.py); the tests'
-# own builds, run as this user beside them, must leave the folders they create group-writable.
-export CCACHE_UMASK="${CCACHE_UMASK:-002}"
+# The sandboxed builds read the compiler cache (autograder/compiler_cache.py): what the trusted
+# builds write there must be readable by the sandboxes' uids.
+export CCACHE_UMASK="${CCACHE_UMASK:-022}"
 # ATen.h and torch/extension.h parsed once for every C++ compile of the suite (autograder/precompiled_header.py).
 export COURSE_PRECOMPILED_HEADERS="${COURSE_PRECOMPILED_HEADERS-${XDG_CACHE_HOME:-$HOME/.cache}/course-precompiled-headers}"
 workers="${PYTEST_WORKERS:-4}"

@@ -9,7 +9,8 @@ import tempfile
 
 import pytest
 
-from autograder.sandbox import OUTPUT_KEPT, Limits, Sandbox, SandboxError, _candidates, _take_uid, python_command
+from autograder.sandbox import OUTPUT_KEPT, Limits, Sandbox, SandboxError, _candidates, python_command
+from autograder.uid_pool import take_uid
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIMITS = Limits(cpu_seconds=60)
@@ -230,7 +231,7 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
     """Without Python (the uid may not be able to read it here, under root's home)."""
     if os.geteuid() != 0:
         pytest.skip("a uid of its own needs a root grader")
-    uid, lock = _take_uid()
+    uid, lock = take_uid()
     box = Sandbox("uid", uid, _lock=lock)
     try:
         folder = box.folder(str(tmp_path), "run_")
@@ -249,14 +250,15 @@ def test_uid_mode_runs_as_a_uid_of_its_own_and_kills_all_its_processes(tmp_path)
         box.close()
 
 
-def test_processes_of_a_killed_grader_end_when_its_uid_is_taken_again(tmp_path):
+def test_processes_of_a_killed_grader_end_when_the_next_uid_is_taken(tmp_path):
     """A grader killed outright (SIGKILL) ends none of its sandbox's processes, and its uid's
-    lock goes with it: the next grading to find that uid free ends them first."""
+    lock goes with it: the next grading to take a uid, any uid, ends them first (uids are
+    handed out in turn, so that one may not come round again for many gradings)."""
     if os.geteuid() != 0:
         pytest.skip("a uid of its own needs a root grader")
-    uid, lock = _take_uid()
+    uid, lock = take_uid()
     box = Sandbox("uid", uid, _lock=lock)
-    taken = []
+    taken = (None, None)
     try:
         folder = box.folder(str(tmp_path), "run_")
         run = box.start(
@@ -265,14 +267,12 @@ def test_processes_of_a_killed_grader_end_when_its_uid_is_taken_again(tmp_path):
         run.process.wait()
         lock.close()  # its grader is gone, and never ended the sleep
         assert _alive("306.5")
-        while not taken or taken[-1][0] is not None and taken[-1][0] < uid:  # a lower uid freed meanwhile
-            taken.append(_take_uid())
-        assert _alive("306.5") == []
+        taken = take_uid()
+        assert taken[0] != uid and _alive("306.5") == []
     finally:
         box.close()
-        for _, held in taken:
-            if held:
-                held.close()
+        if taken[1]:
+            taken[1].close()
 
 
 def test_bwrap_runs_see_of_the_solutions_only_the_suites(tmp_path):
@@ -334,7 +334,7 @@ def test_a_child_runs_any_hidden_case_from_the_public_suite_and_the_case_as_data
             runs = case_from_data(torch.load(path, weights_only=False))
             kept = ("name", "group", "device", "points", "kind", "checks", "timeout")
             assert all(getattr(runs, f) == getattr(case, f) for f in kept), f"{unit.name}: {case.name}"
-            assert not runs.hint and not runs.error_words and not runs.needs
+            assert not runs.hint and not runs.error_words and not runs.error_arguments and not runs.needs
             spoilers = case.params.get("bad")
             assert {k: v for k, v in runs.params.items() if k != "bad"} == {
                 k: v for k, v in case.params.items() if k != "bad"

@@ -36,7 +36,7 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
     """Run and judge every group of `plan`; adds the phases' seconds to `timings`."""
     built, start = build.built, time.perf_counter()
     student = {
-        **suite_request(grading.unit),
+        **suite_request(grading.unit, grading.sandbox),
         "plan": grading.unit.plan().to_json(),
         "built": built and asdict(built),
         "source_dir": build.source_dir,

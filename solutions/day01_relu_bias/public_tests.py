@@ -143,8 +143,8 @@ def _gradcheck_case(name, device):
 
 
 def _error(name, words, device="cpu", **bad):
-    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it", device,
-                      shape=(4, 48), bad=bad)
+    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it",
+                      ("x", "bias"), device, shape=(4, 48), bad=bad)
 
 
 TAIL_HINT = "N is not a multiple of the block's 32 columns: does every thread check col < N first?"

@@ -65,8 +65,8 @@ _values = values_case  # a case of today's op against the reference
 
 
 def _error(name, words, device="cpu", **bad):
-    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it", device,
-                      bad=bad)
+    return error_case(name, words, "check every argument in check_inputs with TORCH_CHECK and name it",
+                      ("x", "gamma", "beta", "eps"), device, bad=bad)
 
 
 TAIL_HINT = "D is not a multiple of 32 (or of the block size): does every loop run to j < D?"

@@ -197,7 +197,8 @@ def _gradcheck_case(name, device, shape):
 
 
 def _error(name, words, device="cpu", **bad):
-    return error_case(name, words, "check every argument in check_backward_inputs and name it", device, bad=bad)
+    return error_case(name, words, "check every argument in check_backward_inputs and name it",
+                      ("x", "dy", "gamma", "mean", "rstd"), device, bad=bad)
 
 
 CASES = [

@@ -254,8 +254,13 @@ def _edge(what, shape, dtype=torch.float32, hint="", strided=(), layout="", **pa
     return cases
 
 
+# Each op's arguments, x first: an error message names its own and no other but x.
+ARGUMENTS = {"forward": ("x", "normalized_shape", "gamma", "beta", "eps"),
+             "backward_op": ("x", "dy", "gamma", "mean", "rstd")}
+
+
 def _error(name, words, device="cpu", op="forward", **bad):
-    return error_case(name, words, CHECK_HINT, device, op=op, bad=bad)
+    return error_case(name, words, CHECK_HINT, ARGUMENTS[op], device, op=op, bad=bad)
 
 
 CASES = [

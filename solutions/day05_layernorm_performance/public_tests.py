@@ -193,7 +193,7 @@ def _bytes_case(op, shape, dtype):
 
 
 def _error(name, words, bad):
-    return error_case(name, words, CHECK_HINT, op="forward", bad=bad)
+    return error_case(name, words, CHECK_HINT, ("x", "gamma", "beta", "eps", "kernel"), op="forward", bad=bad)
 
 
 STUDENT_KERNELS = ("warp_per_row", "vectorized")

@@ -259,8 +259,12 @@ def _gradcheck_case(device, form, shape):
     return _case(device, "gradcheck", form, torch.float64, shape, checks=())
 
 
+# Each op's arguments, x first: an error message names its own and no other but x.
+ARGUMENTS = {"forward": ("x", "bias", "approximate"), "backward": ("x", "dy", "bias", "approximate")}
+
+
 def _error(name, words, op="forward", device="cpu", **bad):
-    return error_case(name, words, HINTS["checks"], device, op=op, bad=bad)
+    return error_case(name, words, HINTS["checks"], ARGUMENTS[op], device, op=op, bad=bad)
 
 
 # A perf case is timed once every case of the student kernels it runs has passed: every such

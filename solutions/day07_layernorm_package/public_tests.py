@@ -321,7 +321,8 @@ def _case(name, device, op, shape, dtype=torch.float32, hint="", checks=(INPUTS_
 
 
 def _error(name, words, device="cpu", **bad):
-    return error_case(name, words, CHECK_HINT, device=device, op="forward", bad=bad)
+    return error_case(name, words, CHECK_HINT, ("x", "normalized_shape", "weight", "bias", "eps"), device=device,
+                      op="forward", bad=bad)
 
 
 PERF_NEEDS = ("cuda_forward_*", "cuda_backward_*", "cuda_autograd_*")

@@ -142,8 +142,12 @@ def _case(op, dtype, shape, what="", points=1.0, hint="", checks=(INPUTS_UNCHANG
                 checks=checks, hint=hint or HINTS[op], triton=True)
 
 
+# Each op's arguments, x first: an error message names its own and no other but x.
+ARGUMENTS = {"add": ("x", "y"), "softmax": ("x",)}
+
+
 def _error(name, words, op="add", **bad):
-    return error_case(name, words, HINTS["checks"], "cuda", op=op, bad=bad)
+    return error_case(name, words, HINTS["checks"], ARGUMENTS[op], "cuda", op=op, bad=bad)
 
 
 NEEDS = {"add": ("cuda_add_*",), "softmax": ("cuda_softmax_*",)}

@@ -378,9 +378,13 @@ def compiled(backend, device="cuda"):
                 hint=HINTS["compiled"], triton=prefix == "triton")
 
 
+# Each op's arguments, x first: an error message names its own and no other but x.
+ARGUMENTS = {"quant": ("x", "weight", "eps"), "residual": ("x", "residual", "weight", "eps")}
+
+
 def error(name, words, op="quant", backend="cuda", device="cuda", **bad):
-    return error_case(name, words, HINTS["checks"], device, group=f"{'cpu' if device == 'cpu' else backend}_errors",
-                      op=op, backend=backend, bad=bad)
+    return error_case(name, words, HINTS["checks"], ARGUMENTS[op], device,
+                      group=f"{'cpu' if device == 'cpu' else backend}_errors", op=op, backend=backend, bad=bad)
 
 
 def perf(op, backend, dtype, shape, zero_at=ZERO_AT, points=2.0, hint="", **params):
