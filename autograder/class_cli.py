@@ -236,11 +236,22 @@ def _slurm(args) -> int:
         setup=args.setup,
         merge_time=args.merge_time,
         merge_options=args.merge_sbatch_option,
+        merge_args=_merge_args(args),
     )
     submit = slurm.write(job)
     gradebook.write_expected(os.path.abspath(args.out), submissions)  # the merge names any a shard never reached
     print(f"wrote {os.path.dirname(submit)}/grade.sbatch ({shards} tasks), merge.sbatch and submit.sh")
     return subprocess.run(["bash", submit]).returncode if args.submit else 0
+
+
+def _merge_args(args) -> list[str]:
+    """The merge job's report options, checked now (a bad file fails here, not in the queue),
+    with paths every node resolves alike."""
+    _roster(args), _late_policy(args)
+    found = ["--anonymise"] if args.anonymise else []
+    for flag, value in (("--roster", args.roster), ("--late-policy", args.late_policy)):
+        found += [flag, os.path.abspath(value)] if value else []
+    return found + (["--due", args.due] if args.due else [])
 
 
 def _unit_names() -> list[str]:
@@ -356,5 +367,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="OPTION",
         help="an extra #SBATCH line of the merge job, e.g. --partition=cpu (repeatable); it takes none of the array's",
     )
+    slurm.add_argument("--anonymise", action="store_true", help="as for merge: the leaderboard names no student")
+    slurm.add_argument("--roster", metavar="FILE", help="as for grade-all; the merge job reads it")
+    slurm.add_argument("--due", metavar="WHEN", help="as for grade-all; the merge job applies it")
+    slurm.add_argument("--late-policy", metavar="FILE", help="as for grade-all; the merge job applies it")
     slurm.add_argument("--submit", action="store_true", help="run submit.sh now")
     slurm.set_defaults(run=_slurm, parser=slurm)

@@ -42,6 +42,7 @@ class Job:
     setup: list[str] = field(default_factory=list)  # shell lines before the command, e.g. module load cuda
     merge_time: str = "00:30:00"
     merge_options: list[str] = field(default_factory=list)  # the merge's: it runs on one core, no GPU
+    merge_args: list[str] = field(default_factory=list)  # the merge command's: --roster, --late-policy, ...
 
 
 def _header(job: Job, name: str, log: str, time: str, options: list[str]) -> list[str]:
@@ -105,7 +106,8 @@ def scripts(job: Job) -> dict[str, str]:
         job.merge_time,
         ["--ntasks=1", "--cpus-per-task=1", *job.merge_options],
     )
-    merge += [" ".join(shlex.quote(p) for p in [job.python, "-m", "autograder", "merge", job.out, "--unit", job.unit])]
+    command = [job.python, "-m", "autograder", "merge", job.out, "--unit", job.unit, *job.merge_args]
+    merge += [" ".join(shlex.quote(p) for p in command)]
     submit = [
         "#!/usr/bin/env bash",
         "# Submit the array, then the merge once every task has ended.",

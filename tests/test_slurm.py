@@ -115,6 +115,7 @@ def test_the_array_asks_for_what_it_was_told(tmp_path):
         setup=["module load cuda"],
         merge_time="00:10:00",
         merge_options=["--partition=cpu"],
+        merge_args=["--roster", "/class/roster.csv", "--late-policy", "/class/late policy.toml"],
     )
     written = slurm.scripts(job)
     grade, merge = written["grade.sbatch"].splitlines(), written["merge.sbatch"].splitlines()
@@ -134,3 +135,4 @@ def test_the_array_asks_for_what_it_was_told(tmp_path):
         assert line in merge
     assert not [line for line in merge if "gpu" in line.lower() or "--mem" in line]
     assert "afterany" in written["submit.sh"]
+    assert "--roster /class/roster.csv --late-policy '/class/late policy.toml'" in written["merge.sbatch"]
