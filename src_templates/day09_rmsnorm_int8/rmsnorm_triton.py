@@ -259,21 +259,27 @@ def rms_norm_dw_columns_kernel(dy_ptr, x_ptr, rstd_ptr, partial_ptr, rows, cols,
     tl.store(partial_ptr + strip * cols + columns, tl.sum(sums, axis=0), mask=in_row)
 
 
-# The row-in-registers backward's launch. BACKWARD_THREAD_ELEMENTS elements of a row a thread
-# (1 to 32 warps; D = 16384 gets 16): the running dw row and x̂ live across the row's sum, and
-# at 16 a thread in 16 warps (D = 8192) they spill to local memory, by the compiler's register
-# counts for sm_90. As many programs as the multiprocessors hold threads for, but at least
-# MIN_PROGRAM_ROWS rows each: each program writes a row of partial sums, read again for dw.
-BACKWARD_THREAD_ELEMENTS = 8
+# The row-in-registers backward's launch. The program's warps: 16 elements of a row a thread in
+# at most 4 warps up to 4096 lanes (32 a thread there), 32 warps past that. Rows in flight hide
+# memory's latency, and registers bound them: each program holds its running dw row and x̂
+# across the row's sum. By the compiler's register counts for sm_90, 4 warps at 4096 lanes
+# leave room for two programs a multiprocessor where 16 warps leave room for one; 32 elements
+# a thread at 2048 lanes, and anything under 32 warps at 8192 or more, spill. As many programs
+# as the multiprocessors hold threads for, but at least MIN_PROGRAM_ROWS rows each: each
+# program writes a row of partial sums.
 MIN_PROGRAM_ROWS = 16
 THREADS_PER_SM = 2048
 COLUMN_ROWS, COLUMN_WIDTH, COLUMN_WARPS = 8, 512, 4
 
 
+def _backward_warps(block: int) -> int:
+    return min(4, max(1, block // 512)) if block <= 4096 else 32
+
+
 def _backward_in_registers(dy, x, weight, rstd, dx, rows: int, cols: int) -> torch.Tensor:
     """rms_norm_backward_kernel's launch; returns the partial dw rows."""
     block = triton.next_power_of_2(cols)
-    warps = min(32, max(1, block // (32 * BACKWARD_THREAD_ELEMENTS)))
+    warps = _backward_warps(block)
     resident = THREADS_PER_SM // (32 * warps) * _multiprocessors(x.device)
     programs = max(1, min(resident, triton.cdiv(rows, MIN_PROGRAM_ROWS)))
     partials = torch.empty(programs, cols, device=x.device, dtype=torch.float32)
