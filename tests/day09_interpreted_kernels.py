@@ -76,24 +76,53 @@ def check_quant(x, weight, eps, residual=None, label="", chunk=None):
     )
 
 
-def check_norm(x, weight, dy, label):
-    rows, cols = x.shape
-    block = triton.next_power_of_2(cols)
-    y, rstd = torch.empty_like(x), torch.empty(rows)
-    kernels.rms_norm_forward_kernel[(rows,)](x, weight, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block)
+def _norm64(x, weight, dy):
     x64 = x.double().requires_grad_()
     w64 = weight.double().requires_grad_()
     y64 = x64 * (x64.square().mean(-1, keepdim=True) + EPS).rsqrt() * w64
     dx64, dw64 = torch.autograd.grad(y64, (x64, w64), dy.double())
+    return y64.detach(), dx64, dw64
+
+
+def _expect_close(label, outputs, dtype):
+    # Normwise: dx subtracts terms larger than itself, so its error scales with the largest.
+    for name, got, want in outputs:
+        error = ((got.double() - want).abs().max() / want.abs().max()).item()
+        expect(error <= 2 * torch.finfo(dtype).eps + 1e-5, f"{name} {label}: error {error:.1e} of its largest")
+
+
+def check_norm(x, weight, dy, label):
+    """The row-in-registers kernels."""
+    rows, cols = x.shape
+    block = triton.next_power_of_2(cols)
+    y, rstd = torch.empty_like(x), torch.empty(rows)
+    kernels.rms_norm_forward_kernel[(rows,)](x, weight, y, rstd, cols, EPS, HAS_WEIGHT=True, BLOCK=block)
+    y64, dx64, dw64 = _norm64(x, weight, dy)
     programs = 3
     dx, partials = torch.empty_like(x), torch.empty(programs, cols)
     kernels.rms_norm_backward_kernel[(programs,)](
         dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=True, BLOCK=block
     )
-    # Normwise: dx subtracts terms larger than itself, so its error scales with the largest.
-    for name, got, want in (("y", y, y64.detach()), ("dx", dx, dx64), ("dw", partials.sum(0), dw64)):
-        error = ((got.double() - want).abs().max() / want.abs().max()).item()
-        expect(error <= 2 * torch.finfo(x.dtype).eps + 1e-5, f"{name} {label}: error {error:.1e} of its largest")
+    _expect_close(label, (("y", y, y64), ("dx", dx, dx64), ("dw", partials.sum(0), dw64)), x.dtype)
+
+
+def check_walking_norm(x, weight, dy, label, chunk):
+    """The kernels that walk long rows, in chunks of `chunk` lanes, with fewer programs than rows."""
+    rows, cols = x.shape
+    y, rstd, dx = torch.empty_like(x), torch.empty(rows), torch.empty_like(x)
+    kernels.rms_norm_forward_walk_kernel[(2,)](x, weight, y, rstd, rows, cols, EPS, HAS_WEIGHT=True, CHUNK=chunk)
+    kernels.rms_norm_backward_walk_kernel[(2,)](dy, x, weight, rstd, dx, rows, cols, HAS_WEIGHT=True, CHUNK=chunk)
+    strips = 2
+    partials = torch.empty(strips, cols)
+    kernels.rms_norm_dw_columns_kernel[(triton.cdiv(cols, chunk), strips)](
+        dy, x, rstd, partials, rows, cols, triton.cdiv(rows, strips), ROWS=2, COLUMNS=chunk
+    )
+    y64, dx64, dw64 = _norm64(x, weight, dy)
+    _expect_close(
+        f"{label}, walked in chunks of {chunk}",
+        (("y", y, y64), ("dx", dx, dx64), ("dw", partials.sum(0), dw64)),
+        x.dtype,
+    )
 
 
 torch.manual_seed(0)
@@ -112,7 +141,9 @@ for dtype in (torch.float32, torch.float16):
     zeros[1] = 0
     check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros")
     check_quant(zeros, torch.randn(300).to(dtype), EPS, label=f"{short} a row of zeros", chunk=64)
-    check_norm(torch.randn(7, 300).to(dtype), torch.randn(300).to(dtype), torch.randn(7, 300).to(dtype), short)
+    norm_inputs = (torch.randn(7, 300).to(dtype), torch.randn(300).to(dtype), torch.randn(7, 300).to(dtype))
+    check_norm(*norm_inputs, short)
+    check_walking_norm(*norm_inputs, short, chunk=64)
 
 # Rows whose y / scale lands exactly on halves (the suite's tie rows): q must be exact.
 ties, eps = SUITE.tie_rows((8, 64), torch.Generator().manual_seed(0))

@@ -94,6 +94,48 @@ def test_reference_triton_kernels_compile_for_turing(declared, tmp_path):
             },
             {"HAS_WEIGHT": True, "BLOCK": 4096},
         ),
+        "rms_norm_forward_walk_kernel": (
+            {
+                "x_ptr": t,
+                "w_ptr": t,
+                "y_ptr": t,
+                "rstd_ptr": "*fp32",
+                "rows": "i32",
+                "cols": "i32",
+                "eps": "fp32",
+                "HAS_WEIGHT": "constexpr",
+                "CHUNK": "constexpr",
+            },
+            {"HAS_WEIGHT": True, "CHUNK": 4096},
+        ),
+        "rms_norm_backward_walk_kernel": (
+            {
+                "dy_ptr": t,
+                "x_ptr": t,
+                "w_ptr": t,
+                "rstd_ptr": "*fp32",
+                "dx_ptr": t,
+                "rows": "i32",
+                "cols": "i32",
+                "HAS_WEIGHT": "constexpr",
+                "CHUNK": "constexpr",
+            },
+            {"HAS_WEIGHT": True, "CHUNK": 4096},
+        ),
+        "rms_norm_dw_columns_kernel": (
+            {
+                "dy_ptr": t,
+                "x_ptr": t,
+                "rstd_ptr": "*fp32",
+                "partial_ptr": "*fp32",
+                "rows": "i32",
+                "cols": "i32",
+                "rows_per_strip": "i32",
+                "ROWS": "constexpr",
+                "COLUMNS": "constexpr",
+            },
+            {"ROWS": 8, "COLUMNS": 512},
+        ),
         "rms_norm_quant_kernel": (
             {
                 "x_ptr": t,

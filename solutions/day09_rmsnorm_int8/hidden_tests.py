@@ -15,6 +15,24 @@ def _thresholds(case, **params):
     return dataclasses.replace(case, params={**case.params, **params})
 
 
+WIDE_HINT = ("rows this long cannot stay in registers: walk the row (one pass for its sum, a second for the "
+             "output) and sum dw down the columns in a kernel of its own")
+
+
+def _wide_cases(backend):
+    """rms_norm at D = 32768 and 65536, and long rows that are not whole 16-byte vectors. One forward
+    and one backward case are small enough for the compute-sanitizer cases to run them."""
+    return [
+        case("forward", backend, FP32, (1, 65536), "d65536", hint=WIDE_HINT),
+        case("forward", backend, BF16, (6, 32768), "d32768", hint=WIDE_HINT),
+        case("forward", backend, FP16, (5, 40003), "long_tail", hint=HINTS["tail"]),
+        case("backward_op", backend, FP32, (48, 65536), "d65536", hint=WIDE_HINT),
+        case("backward_op", backend, BF16, (2, 32768), "d32768", hint=WIDE_HINT),
+        case("backward_op", backend, FP32, (33, 20001), "long_tail", hint=HINTS["tail"]),
+        case("autograd", backend, FP16, (4, 2, 32768), "d32768", hint=WIDE_HINT),
+    ]
+
+
 def _gpu_cases(backend):
     """The same catalogue for both GPU backends."""
     return [
@@ -28,6 +46,8 @@ def _gpu_cases(backend):
         case("forward", backend, FP32, (48, 64), "transposed", transposed=True),
         case("backward_op", backend, BF16, (128, 4096)),
         case("backward_op", backend, FP32, (1000, 300), "tail", hint=HINTS["tail"]),
+        # Rows longer than the registers hold: walked, not held (version 2 of the CUDA kernels)
+        *_wide_cases(backend),
         case("autograd", backend, BF16, (64, 2048)),
         case("autograd", backend, FP16, (3, 5, 768), "3d"),
         case("autograd_no_weight", backend, FP32, (16, 96), has_weight=False, group=f"{backend}_autograd",

@@ -11,7 +11,8 @@
 // schema that hides a mutation lets torch.compile reorder or drop the write.
 //
 // CPU: the math in ATen ops, in float32 (float64 for float64 x). CUDA: today's kernels, on
-// float16, bfloat16 and float32 rows of up to kMaxCols elements.
+// float16, bfloat16 and float32 rows: of any length for rms_norm, of up to kMaxCols elements
+// for the quantization.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -42,7 +43,7 @@ void check_x(const char* op, const at::Tensor& x, bool quantized) {
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || float64, op,
               ": x must be float16, bfloat16 or float32", quantized || x.is_cuda() ? "" : " (or float64)", ", got ",
               dtype);
-  if (!x.is_cuda()) return;
+  if (!x.is_cuda() || !quantized) return;  // rms_norm's kernels take rows of any length
   const int64_t cols = x.size(-1), vec = 16 / x.element_size();
   TORCH_CHECK(cols <= kMaxCols, op, ": x's last dimension D must be at most ", kMaxCols, " on CUDA, got ", cols);
   TORCH_CHECK(cols % vec == 0 || cols <= kMaxScalarCols, op, ": x's last dimension D must be a multiple of ", vec,

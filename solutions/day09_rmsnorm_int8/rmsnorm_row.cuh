@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "rmsnorm_kernels.h"
 #include "row_math.cuh"
@@ -45,6 +46,50 @@ template <typename T, template <int, int> class Kernel>
 auto kernel_for(const RowPlan& plan) -> decltype(Kernel<1, 1>::get()) {
   if (plan.vec == 1) return kernel_for_vecs<Kernel, 1>(plan.vecs_per_thread);
   return kernel_for_vecs<Kernel, kVectorBytes / sizeof(T)>(plan.vecs_per_thread);
+}
+
+// ---- Version 2, for rows the registers cannot hold (rms_norm and its backward only) ----
+//
+// A block of kWideThreads threads takes a row and walks it in steps, twice: a first pass for
+// the row's sum, a second that reads the same elements again to write the output. The second
+// read comes from L2, where the first left it, if few enough rows are in flight at once that
+// their bytes fit in half the L2: wide_blocks launches no more blocks than that. Any D goes:
+// 16-byte vectors where the row is whole aligned vectors, else single elements.
+constexpr int kWideThreads = 512;
+constexpr int kWideUnroll = 4;  // vectors a thread loads before it uses any: loads in flight
+
+template <typename T>
+int wide_vec(int64_t cols, bool aligned) {
+  const int vec = kVectorBytes / static_cast<int>(sizeof(T));
+  return aligned && cols % vec == 0 ? vec : 1;
+}
+
+// One block per row (a grid-stride loop past that), no more than keep `row_bytes` each in half
+// the L2, and at least one per multiprocessor.
+inline int64_t wide_blocks(int64_t rows, int64_t row_bytes) {
+  const auto [sms, l2_bytes] = asked_once(1, [] {
+    int device = 0, sms = 0, l2_bytes = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+    return std::make_pair(static_cast<int64_t>(sms), static_cast<int64_t>(l2_bytes));
+  });
+  const int64_t fit = l2_bytes / 2 / (row_bytes > 0 ? row_bytes : 1);
+  const int64_t blocks = fit > sms ? fit : sms;
+  const int64_t capped = blocks < kMaxBlocks ? blocks : kMaxBlocks;
+  return rows < capped ? rows : capped;
+}
+
+// Vectors first, first + blockDim.x, ... (kWideUnroll of them, those before `vecs`) of a row,
+// every load issued before any value is used.
+template <typename Vec>
+__device__ __forceinline__ void load_step(const Vec* __restrict__ row, int64_t first, int64_t vecs,
+                                          Vec (&held)[kWideUnroll]) {
+#pragma unroll
+  for (int k = 0; k < kWideUnroll; ++k) {
+    const int64_t v = first + static_cast<int64_t>(k) * blockDim.x;
+    if (v < vecs) held[k] = row[v];
+  }
 }
 
 // Max of `value` (≥ 0) over the threads of a row, as row_reduce_sum sums: shuffles within a

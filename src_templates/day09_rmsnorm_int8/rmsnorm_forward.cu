@@ -6,6 +6,9 @@
 // the squares, so a row costs one reduction: a thread loads its share of the row as 16-byte
 // vectors, sums their squares, the row's threads add up (row_reduce_sum), and each thread
 // writes its y from the vectors it still holds. x is read once and y written once.
+//
+// Version 2 (rms_norm_forward_wide_kernel) takes the rows version 1 cannot hold: the same
+// math, with the row walked twice (rmsnorm_row.cuh, "Version 2").
 #include "rmsnorm_row.cuh"
 
 namespace {
@@ -35,6 +38,55 @@ rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __r
   }
 }
 
+// Version 2: a block per row. Pass 1 sums the squares; pass 2 reads x again (from L2) and
+// writes y = x · rstd · w.
+template <typename T, int kVec>
+__global__ void __launch_bounds__(kWideThreads, 1)  // the 1: else ptxas may budget registers for two blocks, and spill
+rms_norm_forward_wide_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                             float* __restrict__ rstd_out, int64_t rows, int64_t cols, float eps) {
+  using Vec = AlignedVector<T, kVec>;
+  const int64_t vecs = cols / kVec;
+  const int64_t step = static_cast<int64_t>(kWideUnroll) * blockDim.x;
+  const Vec* w_vecs = reinterpret_cast<const Vec*>(w);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // the whole block: the sum needs it
+    const Vec* x_row = reinterpret_cast<const Vec*>(x + row * cols);
+    Vec* y_row = reinterpret_cast<Vec*>(y + row * cols);
+    float squares = 0.0f;
+#pragma unroll 1  // a step's loads are its unrolling: more would hold more registers than a thread has
+    for (int64_t first = threadIdx.x; first < vecs; first += step) {
+      Vec held[kWideUnroll];
+      load_step(x_row, first, vecs, held);
+#pragma unroll
+      for (int k = 0; k < kWideUnroll; ++k) {
+        if (first + static_cast<int64_t>(k) * blockDim.x >= vecs) continue;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) squares += widen_at(held[k], e) * widen_at(held[k], e);
+      }
+    }
+    const float rstd = 1.0f / sqrtf(row_reduce_sum(squares) / static_cast<float>(cols) + eps);
+
+#pragma unroll 1  // a step's loads are its unrolling: more would hold more registers than a thread has
+    for (int64_t first = threadIdx.x; first < vecs; first += step) {
+      Vec held[kWideUnroll];
+      load_step(x_row, first, vecs, held);
+#pragma unroll
+      for (int k = 0; k < kWideUnroll; ++k) {
+        const int64_t v = first + static_cast<int64_t>(k) * blockDim.x;
+        if (v >= vecs) continue;
+        Vec out;
+        const Vec wv = w_vecs != nullptr ? w_vecs[v] : Vec{};
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const float scaled = widen_at(held[k], e) * rstd;
+          out.val[e] = from_acc<T>(w_vecs != nullptr ? scaled * widen_at(wv, e) : scaled);
+        }
+        y_row[v] = out;
+      }
+    }
+    if (threadIdx.x == 0) rstd_out[row] = rstd;
+  }
+}
+
 template <typename T>
 struct ForwardKernel {
   template <int kVec, int kVecs>
@@ -52,8 +104,14 @@ cudaError_t launch_rms_norm_forward(const T* x, const T* w, T* y, float* rstd, i
                                     float eps, cudaStream_t stream) {
   const bool aligned = is_aligned(x) && is_aligned(y) && (w == nullptr || is_aligned(w));
   const RowPlan plan = rms_row_plan(cols, sizeof(T), aligned);
-  if (!plan.fits()) return cudaErrorInvalidValue;  // the op checks D <= kMaxCols first
   if (rows == 0) return cudaSuccess;
+  if (!plan.fits()) {  // version 2
+    const int blocks = static_cast<int>(wide_blocks(rows, cols * static_cast<int64_t>(sizeof(T))));
+    auto kernel = wide_vec<T>(cols, aligned) == 1 ? &rms_norm_forward_wide_kernel<T, 1>
+                                                  : &rms_norm_forward_wide_kernel<T, kVectorBytes / sizeof(T)>;
+    kernel<<<blocks, kWideThreads, 0, stream>>>(x, w, y, rstd, rows, cols, eps);
+    return cudaGetLastError();
+  }
   const int64_t groups = (rows + plan.rows_per_block - 1) / plan.rows_per_block;
   const int blocks = static_cast<int>(groups < kMaxBlocks ? groups : kMaxBlocks);
   kernel_for<T, ForwardKernel<T>::template Instance>(plan)<<<blocks, dim3(plan.threads_per_row,

@@ -12,7 +12,9 @@
 // A missing weight (w == nullptr) counts as ones. Each thread keeps its share of the row in
 // registers, and a row has at most 512 threads: 32 elements a thread as 16-byte vectors, where
 // the row is whole vectors at 16-byte addresses (rows of up to kMaxCols elements), else 4
-// single elements (up to kMaxScalarCols: single loads each need an address register).
+// single elements (up to kMaxScalarCols: single loads each need an address register). The
+// quantization takes no longer rows; rms_norm and its backward take them with version 2 of
+// their kernels, which walks the row instead of holding it (rmsnorm_row.cuh).
 #pragma once
 
 #include <cstdint>

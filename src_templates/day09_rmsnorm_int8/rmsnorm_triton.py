@@ -5,7 +5,8 @@ with the same schemas and math as the CUDA ones (rmsnorm_kernels.h).
 A row per program, held whole in one block of BLOCK = next power of two >= D lanes: the lanes
 past D are masked, and read as 0 so that they add nothing to the sum of squares or to the max.
 The quantization holds rows of up to LONG_ROW elements; a longer one (D up to 16384) would
-spill registers, so its kernel walks the row in chunks, twice.
+spill registers, so its kernel walks the row in chunks, twice. rms_norm and its backward take
+rows of any length: past ROW_MAX they walk them too, as the CUDA kernels' version 2 does.
 
 torch.library.triton_op registers each function as an operator: its fake kernel is the
 function itself run on fake tensors (the launches, wrapped in wrap_triton, are recorded
@@ -24,7 +25,9 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-MAX_COLS = 16384
+MAX_COLS = 16384  # the quantization's longest row
+ROW_MAX = 16384  # rms_norm's rows up to this are held in registers; longer ones are walked
+WALK_CHUNK, WALK_WARPS = 4096, 8
 LONG_ROW = 8192  # past this, rms_norm_quant_long_kernel (docs/performance.md has the timings)
 LONG_ROW_CHUNK, LONG_ROW_WARPS = 2048, 8
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -77,14 +80,21 @@ def _multiprocessors(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True) -> None:
+@functools.cache
+def _l2_bytes(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).L2_cache_size
+
+
+def _check(op: str, x: torch.Tensor, weight, eps: float, weight_required: bool = True,
+           max_cols: int | None = MAX_COLS) -> None:
     """Refuse what the kernels cannot take, naming the argument (weight may be None where it is
-    not required: ones)."""
+    not required: ones; max_cols None: rows of any length)."""
     if not isinstance(x, torch.Tensor) or not x.is_cuda:
         raise ValueError(f"{op}: x must be a CUDA tensor (Triton runs on the GPU), got "
                          f"{x.device if isinstance(x, torch.Tensor) else type(x).__name__}")
-    if x.dim() < 1 or x.shape[-1] < 1 or x.shape[-1] > MAX_COLS:
-        raise ValueError(f"{op}: x must have shape [..., D] with 1 <= D <= {MAX_COLS}, got {list(x.shape)}")
+    if x.dim() < 1 or x.shape[-1] < 1 or (max_cols is not None and x.shape[-1] > max_cols):
+        within = "D >= 1" if max_cols is None else f"1 <= D <= {max_cols}"
+        raise ValueError(f"{op}: x must have shape [..., D] with {within}, got {list(x.shape)}")
     if x.dtype not in DTYPES:
         raise ValueError(f"{op}: x must be float16, bfloat16 or float32, got {x.dtype}")
     if weight is None and not weight_required:
@@ -118,17 +128,55 @@ todo("rms_norm_forward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_forwar
      "eps as float64), store y = x * rstd * w in y's dtype and rstd; then delete this line")
 
 
+@triton.jit
+def rms_norm_forward_walk_kernel(x_ptr, w_ptr, y_ptr, rstd_ptr, rows, cols, eps, HAS_WEIGHT: tl.constexpr,
+                                 CHUNK: tl.constexpr):
+    """Rows longer than ROW_MAX, CHUNK lanes at a time: a first pass sums x², a second reads
+    the row again (from L2, where the first left it) for y. A program takes rows program,
+    program + programs, ...: few enough rows are in flight for their bytes to stay in L2."""
+    for row in range(tl.program_id(0).to(tl.int64), rows, tl.num_programs(0)):  # row * cols may pass 2^31
+        start = row * cols
+        x_squares = tl.zeros([CHUNK], dtype=tl.float32)
+        for first in range(0, cols, CHUNK):
+            offsets = first + tl.arange(0, CHUNK)
+            x = tl.load(x_ptr + start + offsets, mask=offsets < cols, other=0.0).to(tl.float32)
+            x_squares += x * x
+        rstd = tl.div_rn(1.0, tl.sqrt_rn(tl.sum(x_squares, axis=0) / cols + tl.cast(eps, tl.float32)))
+        for first in range(0, cols, CHUNK):
+            offsets = first + tl.arange(0, CHUNK)
+            mask = offsets < cols
+            y = tl.load(x_ptr + start + offsets, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            y = y * rstd
+            if HAS_WEIGHT:
+                y = y * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_ptr + start + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(rstd_ptr + row, rstd)
+
+
+def _walking_programs(x: torch.Tensor, rows: int, row_bytes: int) -> int:
+    """Programs for a kernel that walks each row twice: no more rows in flight than half the
+    L2 holds, and at least one program per multiprocessor (the CUDA kernels' wide_blocks)."""
+    fit = _l2_bytes(x.device) // 2 // max(row_bytes, 1)
+    return max(1, min(rows, max(fit, _multiprocessors(x.device))))
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_forward_kernel")
-    _check("rms_norm", x, weight, eps, weight_required=False)
+    _check("rms_norm", x, weight, eps, weight_required=False, max_cols=None)
     x = x.contiguous()
     y = torch.empty_like(x)
     rstd = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
     cols = x.shape[-1]
+    rows = x.numel() // cols
     block = triton.next_power_of_2(cols)
-    launch(rms_norm_forward_kernel)[(x.numel() // cols,)](
-        x, weight, y, rstd, cols, eps, HAS_WEIGHT=weight is not None, BLOCK=block,
-        num_warps=_warps(block, x.element_size()))
+    if block <= ROW_MAX:
+        launch(rms_norm_forward_kernel)[(rows,)](
+            x, weight, y, rstd, cols, eps, HAS_WEIGHT=weight is not None, BLOCK=block,
+            num_warps=_warps(block, x.element_size()))
+    elif rows:
+        launch(rms_norm_forward_walk_kernel)[(_walking_programs(x, rows, cols * x.element_size()),)](
+            x, weight, y, rstd, rows, cols, eps, HAS_WEIGHT=weight is not None, CHUNK=WALK_CHUNK,
+            num_warps=WALK_WARPS)
     return y, rstd
 
 
@@ -141,29 +189,124 @@ rms_norm = define_op("rmsnorm_triton::rms_norm", _rms_norm, mutates_args=())
 def rms_norm_backward_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, partial_ptr, rows, cols, rows_per_program,
                              HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr):
     """A program walks rows_per_program rows, adding dy · x̂ of each into one running row,
-    which it stores as its row of partial dw sums."""
+    which it stores as its row of partial dw sums: a second, small sum over the programs'
+    rows gives dw. The weight is read with each row (from L1): held, it would take registers
+    the row needs."""
     program = tl.program_id(0)
     offsets = tl.arange(0, BLOCK)
     mask = offsets < cols
-    if HAS_WEIGHT:
-        w = tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-    else:
-        w = tl.where(mask, 1.0, 0.0)
     dw = tl.zeros([BLOCK], dtype=tl.float32)
     first = program.to(tl.int64) * rows_per_program  # row * cols may pass 2^31
-    pass  # TODO(day09): for each of this program's rows, dx, and dw += dy * x̂
+    for row in range(first, tl.minimum(first + rows_per_program, rows)):
+        x_row, dy_row, dx_row = x_ptr + row * cols, dy_ptr + row * cols, dx_ptr + row * cols
+        rstd = tl.load(rstd_ptr + row)
+        pass  # TODO(day09): this row's dx, and dw += dy * x̂
     tl.store(partial_ptr + program.to(tl.int64) * cols + offsets, dw, mask=mask)
 
 
-todo("rms_norm_backward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_backward_kernel: for each row from first "
-     "to min(first + rows_per_program, rows): x̂ = x * rstd, g = dy * w, dx = rstd * (g - x̂ * sum(g * x̂) / cols), "
+todo("rms_norm_backward_kernel", "TODO(day09): rmsnorm_triton.py, rms_norm_backward_kernel: for each of the "
+     "program's rows: x̂ = x * rstd, g = dy * w (w may be absent: ones), dx = rstd * (g - x̂ * sum(g * x̂) / cols), "
      "and dw += dy * x̂; then delete this line")
+
+
+@triton.jit
+def rms_norm_backward_walk_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, rows, cols, HAS_WEIGHT: tl.constexpr,
+                                  CHUNK: tl.constexpr):
+    """dx for rows longer than ROW_MAX, as the forward walks them: a first pass sums g · x̂, a
+    second reads x and dy again (from L2) for dx. dw is rms_norm_dw_columns_kernel's."""
+    for row in range(tl.program_id(0).to(tl.int64), rows, tl.num_programs(0)):  # row * cols may pass 2^31
+        start = row * cols
+        rstd = tl.load(rstd_ptr + row)
+        sums = tl.zeros([CHUNK], dtype=tl.float32)
+        for first in range(0, cols, CHUNK):
+            offsets = first + tl.arange(0, CHUNK)
+            mask = offsets < cols
+            g = tl.load(dy_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            sums += g * (tl.load(x_ptr + start + offsets, mask=mask, other=0.0).to(tl.float32) * rstd)
+        mean_g_xhat = tl.sum(sums, axis=0) / cols
+        for first in range(0, cols, CHUNK):
+            offsets = first + tl.arange(0, CHUNK)
+            mask = offsets < cols
+            g = tl.load(dy_ptr + start + offsets, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            if HAS_WEIGHT:
+                g = g * tl.load(w_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            xhat = tl.load(x_ptr + start + offsets, mask=mask, other=0.0, eviction_policy="evict_first")
+            xhat = xhat.to(tl.float32) * rstd
+            tl.store(dx_ptr + start + offsets, (rstd * (g - xhat * mean_g_xhat)).to(dx_ptr.dtype.element_ty),
+                     mask=mask)
+
+
+@triton.jit
+def rms_norm_dw_columns_kernel(dy_ptr, x_ptr, rstd_ptr, partial_ptr, rows, cols, rows_per_strip,
+                               ROWS: tl.constexpr, COLUMNS: tl.constexpr):
+    """dw for rows longer than ROW_MAX: program (c, s) sums dy · x̂ over columns c · COLUMNS ...
+    of the rows of strip s, ROWS rows at a time, into partial row s."""
+    columns = tl.program_id(0) * COLUMNS + tl.arange(0, COLUMNS)
+    in_row = columns < cols
+    strip = tl.program_id(1).to(tl.int64)
+    begin = strip * rows_per_strip
+    end = tl.minimum(begin + rows_per_strip, rows)
+    sums = tl.zeros([ROWS, COLUMNS], dtype=tl.float32)
+    for first_row in range(begin, end, ROWS):
+        row = first_row + tl.arange(0, ROWS)
+        mask = (row < end)[:, None] & in_row[None, :]
+        at = row[:, None] * cols + columns[None, :]
+        rstd = tl.load(rstd_ptr + row, mask=row < end, other=0.0)[:, None]
+        xhat = tl.load(x_ptr + at, mask=mask, other=0.0).to(tl.float32) * rstd
+        sums += tl.load(dy_ptr + at, mask=mask, other=0.0).to(tl.float32) * xhat
+    tl.store(partial_ptr + strip * cols + columns, tl.sum(sums, axis=0), mask=in_row)
+
+
+# The row-in-registers backward's launch. The program's warps: 16 elements of a row a thread in
+# at most 4 warps up to 4096 lanes (32 a thread there), 32 warps past that. Rows in flight hide
+# memory's latency, and registers bound them: each program holds its running dw row and x̂
+# across the row's sum. By the compiler's register counts for sm_90, 4 warps at 4096 lanes
+# leave room for two programs a multiprocessor where 16 warps leave room for one; 32 elements
+# a thread at 2048 lanes, and anything under 32 warps at 8192 or more, spill. As many programs
+# as the multiprocessors hold threads for, but at least MIN_PROGRAM_ROWS rows each: each
+# program writes a row of partial sums.
+MIN_PROGRAM_ROWS = 16
+THREADS_PER_SM = 2048
+COLUMN_ROWS, COLUMN_WIDTH, COLUMN_WARPS = 8, 512, 4
+
+
+def _backward_warps(block: int) -> int:
+    return min(4, max(1, block // 512)) if block <= 4096 else 32
+
+
+def _backward_in_registers(dy, x, weight, rstd, dx, rows: int, cols: int) -> torch.Tensor:
+    """rms_norm_backward_kernel's launch; returns the partial dw rows."""
+    block = triton.next_power_of_2(cols)
+    warps = _backward_warps(block)
+    resident = THREADS_PER_SM // (32 * warps) * _multiprocessors(x.device)
+    programs = max(1, min(resident, triton.cdiv(rows, MIN_PROGRAM_ROWS)))
+    partials = torch.empty(programs, cols, device=x.device, dtype=torch.float32)
+    launch(rms_norm_backward_kernel)[(programs,)](
+        dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=weight is not None,
+        BLOCK=block, num_warps=warps)
+    return partials
+
+
+def _backward_walking(dy, x, weight, rstd, dx, rows: int, cols: int) -> torch.Tensor:
+    """The long rows' two kernels; returns the partial dw rows."""
+    programs = _walking_programs(x, rows, 2 * cols * x.element_size())
+    launch(rms_norm_backward_walk_kernel)[(programs,)](
+        dy, x, weight, rstd, dx, rows, cols, HAS_WEIGHT=weight is not None, CHUNK=WALK_CHUNK, num_warps=WALK_WARPS)
+    tiles = triton.cdiv(cols, COLUMN_WIDTH)
+    strips = max(1, min(triton.cdiv(rows, COLUMN_ROWS), triton.cdiv(8 * _multiprocessors(x.device), tiles)))
+    partials = torch.empty(strips, cols, device=x.device, dtype=torch.float32)
+    launch(rms_norm_dw_columns_kernel)[(tiles, strips)](
+        dy, x, rstd, partials, rows, cols, triton.cdiv(rows, strips), ROWS=COLUMN_ROWS, COLUMNS=COLUMN_WIDTH,
+        num_warps=COLUMN_WARPS)
+    return partials
 
 
 def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
                        rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _refuse_unfinished("rms_norm_backward_kernel")
-    _check("rms_norm_backward", x, weight, 0.0, weight_required=False)
+    _check("rms_norm_backward", x, weight, 0.0, weight_required=False, max_cols=None)
     if dy.shape != x.shape or dy.dtype != x.dtype or rstd.shape != x.shape[:-1] or rstd.dtype != torch.float32:
         raise ValueError(f"rms_norm_backward: dy must be shaped like x {list(x.shape)} in {x.dtype} and rstd "
                          f"{list(x.shape[:-1])} in float32, got {list(dy.shape)} {dy.dtype}, {list(rstd.shape)} "
@@ -172,15 +315,11 @@ def _rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor |
     cols = x.shape[-1]
     rows = x.numel() // cols
     dx = torch.empty_like(x)
-    # Enough programs to fill the GPU a few times over; each adds its rows' dw into one row.
-    programs = max(1, min(rows, 4 * _multiprocessors(x.device)))
-    partials = torch.empty(programs, cols, device=x.device, dtype=torch.float32)
-    block = triton.next_power_of_2(cols)
-    launch(rms_norm_backward_kernel)[(programs,)](
-        dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=weight is not None,
-        BLOCK=block, num_warps=_warps(block, 4))
-    dweight = partials.sum(0).to(x.dtype) if rows else torch.zeros(cols, device=x.device, dtype=x.dtype)
-    return dx, dweight
+    if not rows:
+        return dx, torch.zeros(cols, device=x.device, dtype=x.dtype)
+    walk = triton.next_power_of_2(cols) > ROW_MAX
+    partials = (_backward_walking if walk else _backward_in_registers)(dy, x, weight, rstd, dx, rows, cols)
+    return dx, partials.sum(0).to(x.dtype)
 
 
 rms_norm_backward = define_op("rmsnorm_triton::rms_norm_backward", _rms_norm_backward, mutates_args=())
