@@ -24,8 +24,16 @@ SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/
 
 
 def locks_folder() -> str:
-    folder = os.path.join(os.path.expanduser("~"), ".cache", "autograder", "sandbox-uids")
+    """One folder per machine, whatever HOME or TMPDIR a grader runs with: uids are the
+    machine's, and a grader that took its locks elsewhere would take, and reap, uids another
+    grader's children run as."""
+    base = "/run/lock" if os.access("/run/lock", os.W_OK | os.X_OK) else "/tmp"
+    folder = os.path.join(base, f"course-autograder-uids-{os.geteuid()}")
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise OSError(f"{folder} is not a folder of this user's: remove it, then grade again")
+    os.chmod(folder, 0o700)
     return folder
 
 

@@ -180,3 +180,14 @@ def test_a_worktree_hides_its_main_repository_objects(tmp_path):
     subprocess.run(["git", "-C", str(main), "worktree", "add", "-q", str(tmp_path / "wt")], check=True)
     shutil.copytree(os.path.join(REPO, "solutions", UNIT), tmp_path / "wt" / "solutions" / UNIT)
     assert hidden_from_runs(units.load(UNIT, repo=str(tmp_path / "wt")))[1] == str(main / ".git")
+
+
+def test_graders_with_other_homes_share_one_uid_pool(tmp_path, monkeypatch):
+    """A grader run with another HOME (a fresh venv's, Gradescope's) that took its uid locks in
+    a folder of its own would take, and reap, the uid another grader's children run as."""
+    from autograder import uid_pool
+
+    first = uid_pool.locks_folder()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    assert uid_pool.locks_folder() == first
