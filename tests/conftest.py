@@ -129,9 +129,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def build_root(tmp_path_factory):
-    """Where tests build units: one folder per session (and per xdist worker), laid out like
-    the autograder's (src/ beside build/), so ccache, where set up, reuses its objects."""
-    return str(tmp_path_factory.mktemp("units"))
+    """Where tests build units: one folder per session, shared by its xdist workers (each unit
+    is built once, tests/helpers.py), laid out like the autograder's (src/ beside build/), so
+    ccache, where set up, reuses its objects."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the session's, above the workers'
+    folder = shared / "units"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 @pytest.fixture(scope="session")

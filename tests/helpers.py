@@ -1,6 +1,7 @@
 """Building a unit's rendered sources once per test session, loading its suites, and compiling
 Triton kernels for a GPU that is not here."""
 
+import fcntl
 import json
 import os
 import re
@@ -15,13 +16,20 @@ _built = {}
 
 def built_unit(name: str, kind: str, root: str):
     """(what the tests call, source dir) for unit `name` rendered as 'solution' or 'template',
-    built once per session."""
+    built once per session: the first xdist worker to ask writes and builds it under `root`
+    (shared by the workers), the others wait for it and load that build."""
     key = (name, kind)
     if key not in _built:
         unit = units.load(name)
-        source_dir = os.path.join(root, name, kind, "src")
-        unit.write(kind, source_dir)
-        module, _ = build_and_load(unit.plan(), source_dir, os.path.join(root, name, kind, "build"))
+        folder = os.path.join(root, name, kind)
+        os.makedirs(folder, exist_ok=True)
+        with open(folder + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            source_dir = os.path.join(folder, "src")
+            if not os.path.isdir(source_dir):  # written once: new files would make ninja build again
+                unit.write(kind, source_dir + ".partial")
+                os.rename(source_dir + ".partial", source_dir)
+            module, _ = build_and_load(unit.plan(), source_dir, os.path.join(folder, "build"))
         _built[key] = module, source_dir
     return _built[key]
 
