@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
@@ -21,22 +22,25 @@ from course.cases import Case
 from course.spec.units import Unit
 
 
+@dataclass(frozen=True)
+class ChildSetting:
+    """Where and how a grading's children run: what the baselines' children share with the
+    student's (autograder/stages/grading.py opens it)."""
+
+    sandbox: Sandbox
+    work: str  # the grading's folder
+    env: dict
+    deadline: Deadline
+    case_timeout: float | None = None
+    gpu_lock: GpuLock | None = None
+
+
 class Baselines:
     """The reference comes from its cache, or is built, in a thread started with the grading
     (prefetch) or at the first perf group."""
 
-    def __init__(
-        self,
-        unit: Unit,
-        sandbox: Sandbox,
-        work: str,
-        env: dict,
-        deadline: Deadline,
-        case_timeout: float | None,
-        gpu_lock: GpuLock | None,
-    ):
-        self.unit, self.sandbox, self.work, self.env = unit, sandbox, work, env
-        self.deadline, self.case_timeout, self.gpu_lock = deadline, case_timeout, gpu_lock
+    def __init__(self, unit: Unit, setting: ChildSetting):
+        self.unit, self.setting = unit, setting
         self.spawn_seconds: list[float] = []
         self.lock_wait_seconds = 0.0
         self.build_s: float | None = None
@@ -57,7 +61,8 @@ class Baselines:
     def _reference(self):
         start = time.perf_counter()
         try:
-            return reference(self.unit, self.env, timeout=max(1.0, min(BUILD_TIMEOUT, self.deadline.left())))
+            left = self.setting.deadline.left()
+            return reference(self.unit, self.setting.env, timeout=max(1.0, min(BUILD_TIMEOUT, left)))
         except BuildError as error:
             return f"the reference solution did not build here: {error.summary}"
         except Exception as error:
@@ -75,18 +80,19 @@ class Baselines:
             return {index: found for index, _ in cases}
         start = time.perf_counter()
         # A fresh copy per group, made after the student's last child was stopped.
-        box, load = found.copy_into(self.sandbox.folder(self.work, "reference_"))
-        self.sandbox.give(box)
+        setting = self.setting
+        box, load = found.copy_into(setting.sandbox.folder(setting.work, "reference_"))
+        setting.sandbox.give(box)
         runner = GroupRunner(
-            {**suite_request(self.unit, self.sandbox), "built": None, "reference": load},
-            self.sandbox,
-            self.work,
-            self.env,
-            self.deadline,
+            {**suite_request(self.unit, setting.sandbox), "built": None, "reference": load},
+            setting.sandbox,
+            setting.work,
+            setting.env,
+            setting.deadline,
             prefix="baseline_",
             shared=(box,),
-            case_timeout=self.case_timeout,
-            gpu_lock=self.gpu_lock,
+            case_timeout=setting.case_timeout,
+            gpu_lock=setting.gpu_lock,
         )
         outcomes = runner.run(group, device, cases, inputs)
         self.spawn_seconds += runner.spawn_seconds

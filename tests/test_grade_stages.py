@@ -12,7 +12,7 @@ import torch
 
 import autograder
 from autograder import results
-from autograder.baselines import Baselines
+from autograder.baselines import Baselines, ChildSetting
 from autograder.deadline import Deadline
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
@@ -70,6 +70,9 @@ class FakeSandbox:
     def give(self, path: str) -> None:
         pass
 
+    def seen_as(self, path: str) -> str:
+        return path
+
     def run(self, command, **options):
         self.runs.append((command, options))
         return self.answer
@@ -88,7 +91,7 @@ def _grading(tmp_path, sandbox=None, unit=UNIT) -> Grading:
         gpus=0,
         gpu_lock=None,
         case_timeout=None,
-        baselines=Baselines(unit, sandbox, str(tmp_path), {}, deadline, None, None),
+        baselines=Baselines(unit, ChildSetting(sandbox, str(tmp_path), {}, deadline)),
     )
 
 

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from autograder.baselines import Baselines
+from autograder.baselines import Baselines, ChildSetting
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
 from autograder.grade_options import GradeOptions
@@ -65,7 +65,7 @@ def open_grading(unit: Unit, options: GradeOptions) -> Iterator[Grading]:
         env=env,
     )
     lock = GpuLock(options.gpu_lock) if options.gpu_lock and capability is not None else None
-    baselines = Baselines(unit, sandbox, root, env, deadline, options.case_timeout, lock)
+    baselines = Baselines(unit, ChildSetting(sandbox, root, env, deadline, options.case_timeout, lock))
     try:
         yield Grading(unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout, baselines)
     finally:  # the sandbox's processes first: waiting for the reference's build may take minutes
