@@ -144,15 +144,20 @@ except OSError:
     wrote = False
 print(json.dumps({"read": open(path).read(), "wrote": wrote}))
 """
+    assert _last_json_of_a_build(box, tmp_path, code, env) == {"read": "made by the grader", "wrote": False}
+
+
+def _last_json_of_a_build(box, tmp_path, code: str, env: dict) -> dict:
+    """The last line of what `code` printed, run as a build (ccache=True) in `box`, then closed."""
     try:
-        folder = box.folder(str(tmp_path), "run_")
+        folder = box.folder(str(tmp_path), "build_")
         exit_code, output = box.run(
             python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env, limits=LIMITS, ccache=True
         )
     finally:
         box.close()
     assert exit_code == 0, output
-    assert json.loads(output.strip().splitlines()[-1]) == {"read": "made by the grader", "wrote": False}
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def test_processes_a_run_leaves_are_killed(sandbox, tmp_path):
@@ -405,15 +410,7 @@ for path in (entry, os.path.join(os.environ["CCACHE_DIR"], "planted"), os.path.j
 print(json.dumps({"read": open(entry).read(), "wrote": wrote, "readonly": os.environ.get("CCACHE_READONLY"),
                   "disabled": os.environ.get("CCACHE_DISABLE")}))
 """
-    try:
-        folder = box.folder(str(tmp_path), "build_")
-        exit_code, output = box.run(
-            python_command("-c", code), timeout=60, writable=[folder], cwd=folder, env=env, limits=LIMITS, ccache=True
-        )
-    finally:
-        box.close()
-    assert exit_code == 0, output
-    seen = json.loads(output.strip().splitlines()[-1])
+    seen = _last_json_of_a_build(box, tmp_path, code, env)
     assert seen["wrote"] == [] and not (cache / "planted").exists()
     if box.mode == "bwrap":  # the uid fallback shares no cache at all
         assert seen == {"read": "compiled by the grader", "wrote": [], "readonly": "1", "disabled": None}
