@@ -271,10 +271,33 @@ def install_editable(package_dir: str, *, echo=print) -> str:
     return os.path.abspath(package_dir)
 
 
+@contextlib.contextmanager
+def _compiler_cache_paths(source_dir: str, build_dir: str):
+    """ccache, where the compiler runs through it, keys a compile by its paths: taken relative
+    to the folder that holds both the sources and the build, the same files compile to one key
+    wherever that folder lies (a grading's, a test's, autograder/compiler_cache.py's)."""
+    saved = {name: os.environ.get(name) for name in ("CCACHE_BASEDIR", "CCACHE_NOHASHDIR")}
+    os.environ["CCACHE_BASEDIR"] = os.path.commonpath([os.path.abspath(source_dir), os.path.abspath(build_dir)])
+    os.environ["CCACHE_NOHASHDIR"] = "1"
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def build(
     plan: Plan, source_dir: str, build_dir: str, *, verbose: bool = False, extra_cuda_cflags: list[str] = ()
 ) -> Built:
     """Build the unit's files in source_dir, as its plan says, in this process."""
+    with _compiler_cache_paths(source_dir, build_dir):
+        return _build(plan, source_dir, build_dir, verbose, extra_cuda_cflags)
+
+
+def _build(plan: Plan, source_dir: str, build_dir: str, verbose: bool, extra_cuda_cflags: list[str]) -> Built:
     if plan.build == "jit":
         sources = [os.path.join(source_dir, f) for f in plan.compiled]
         library = compile_extension(plan.name, sources, build_dir, verbose=verbose, extra_cuda_cflags=extra_cuda_cflags)
