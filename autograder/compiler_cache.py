@@ -4,8 +4,9 @@ course's own code, read by every submission's build, never written by one.
 A submission's build runs in the sandbox with the cache mounted read-only (autograder/sandbox.py):
 an entry it could write under the key of a file a classmate leaves unchanged would become that
 classmate's object code. What the cache holds comes from here instead: each unit's reference and
-template, built as the sandbox builds (sources in src/ beside build/, under the same base folder),
-so that a submission's files that equal them are compiled once, not once per student.
+template, built as the sandbox builds (sources in src/ beside build/; course/build.py keys the
+cache by paths relative to the folder holding both), so that a submission's files that equal
+them are compiled once, not once per student.
 
     python -m autograder.compiler_cache [UNIT ...]   every unit's, or the named units'
 """

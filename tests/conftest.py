@@ -94,6 +94,7 @@ FAST_MODULES = {
     "test_bench_unit",
     "test_class_cli",
     "test_class_inputs",
+    "test_compiler_cache",
     "test_environment_file",
     "test_generated",
     "test_grade_stages",
