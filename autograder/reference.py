@@ -80,7 +80,7 @@ def _build(unit: Unit, env: dict, folder: str, timeout: float) -> StoredBuild:
         source_dir, build_dir = os.path.join(scratch, "src"), os.path.join(scratch, "build")
         unit.write("solution", source_dir)
         plan = unit.plan()
-        # The shared compiler cache, if any, is one no submission's build may write
-        # (autograder/compiler_cache.py): the reference may read it, and fills it.
-        built = build_in_subprocess(plan, source_dir, build_dir, timeout=timeout, env=env)
+        # Never into a shared compiler cache: every submission's build reads it, and could link
+        # the reference's objects (autograder/compiler_cache.py).
+        built = build_in_subprocess(plan, source_dir, build_dir, timeout=timeout, env={**env, "CCACHE_DISABLE": "1"})
         return store(folder, source_dir, built, plan.to_json(), within=scratch)
