@@ -247,7 +247,8 @@ def _slurm(args) -> int:
 def _merge_args(args) -> list[str]:
     """The merge job's report options, checked now (a bad file fails here, not in the queue),
     with paths every node resolves alike."""
-    _roster(args), _late_policy(args)
+    _roster(args)
+    _late_policy(args)
     found = ["--anonymise"] if args.anonymise else []
     for flag, value in (("--roster", args.roster), ("--late-policy", args.late_policy)):
         found += [flag, os.path.abspath(value)] if value else []

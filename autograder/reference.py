@@ -21,6 +21,7 @@ import tempfile
 import torch
 
 from autograder.stored_build import StoredBuild, store
+from autograder.untrusted_files import own_private_folder
 from autograder.version import grader_version
 from course.build import build_in_subprocess
 from course.spec.units import Unit
@@ -55,21 +56,11 @@ def cache_key(unit: Unit, env: dict) -> str:
 
 def reference(unit: Unit, env: dict, *, timeout: float = BUILD_TIMEOUT) -> StoredBuild:
     """The unit's built reference, from the cache or built now (BuildError if it fails)."""
-    root = _own_folder(cache_root())
+    root = own_private_folder(cache_root(), f"set {CACHE_ENV} to a folder of your own")
     folder = os.path.join(root, f"{unit.name}-{cache_key(unit, env)}")
     with open(folder + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another grading may be building it: wait for that one
         return StoredBuild.open(folder) or _build(unit, env, folder, timeout)
-
-
-def _own_folder(path: str) -> str:
-    """`path`, made if missing, and only if it is this user's own, then private: a folder that
-    someone else made first (under /tmp, say) could hold a planted "reference"."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    if os.stat(path).st_uid != os.getuid():
-        raise OSError(f"the reference cache {path} belongs to another user: set {CACHE_ENV} to a folder of your own")
-    os.chmod(path, 0o700)
-    return path
 
 
 def _build(unit: Unit, env: dict, folder: str, timeout: float) -> StoredBuild:

@@ -16,6 +16,8 @@ import stat
 import tempfile
 import time
 
+from autograder.untrusted_files import own_private_folder
+
 # Below 65536, so that containers with a user namespace of their own can map them.
 UID_RANGE = range(64000, 65000)
 # Folders any user may write on a Linux machine: what a uid run can leave files in outside
@@ -28,13 +30,9 @@ def locks_folder() -> str:
     machine's, and a grader that took its locks elsewhere would take, and reap, uids another
     grader's children run as."""
     base = "/run/lock" if os.access("/run/lock", os.W_OK | os.X_OK) else "/tmp"
-    folder = os.path.join(base, f"course-autograder-uids-{os.geteuid()}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    info = os.lstat(folder)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise OSError(f"{folder} is not a folder of this user's: remove it, then grade again")
-    os.chmod(folder, 0o700)
-    return folder
+    return own_private_folder(
+        os.path.join(base, f"course-autograder-uids-{os.geteuid()}"), "remove it, then grade again"
+    )
 
 
 def take_uid(keep: tuple[str, ...] = ()) -> tuple[int | None, object]:

@@ -65,3 +65,15 @@ def clean_strings(value):
     if type(value) in (list, tuple):
         return type(value)(clean_strings(item) for item in value)
     return value
+
+
+def own_private_folder(path: str, fix: str) -> str:
+    """`path`, made if missing, and only if it is this user's own folder, then private: one that
+    someone else made first (under /tmp, say) could hold what they planted. `fix`: what the
+    error tells the user to do."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise OSError(f"{path} belongs to another user, or is not a folder: {fix}")
+    os.chmod(path, 0o700)
+    return path
