@@ -9,8 +9,10 @@ and under torch.compile, at each row length in QUANT_COLS; RMSNorm forward and b
 against F.rms_norm through autograd, eager and compiled, at each of NORM_SHAPES. The suite has
 no perf case of the residual add: its rows are this file's own (bytes: quant's, and residual
 read and written). Nor of rms_norm_backward alone: Triton's against CUDA's at each of
-BACKWARD_SHAPES, fp32 and bf16, as eager autograd calls them. Ends with the targets, each
-marked met or missed.
+BACKWARD_SHAPES, fp32 and bf16, as eager autograd calls them. Nor of the forward and the
+backward apart against F.rms_norm: both backends at the GPU-bound APART_SHAPES, in fp32, bf16
+and fp16. Ends with the targets, each marked met or missed; a target holds only at shapes
+moving at least GPU_BOUND_BYTES (bench/unit.py), where the time is the kernels', not the host's.
 """
 
 import argparse
@@ -20,11 +22,12 @@ import sys
 import types
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.reference_build import build_reference
-from bench.unit import perf_cases, timed_row
+from bench.unit import GPU_BOUND_BYTES, perf_cases, timed_row
 from course import bench
 from course.spec import units
 
@@ -36,6 +39,10 @@ RESIDUAL_SHAPE = (16384, 4096)
 # D from a model's width to rows walked rather than held; 2^26 elements but at D = 768.
 BACKWARD_SHAPES = ((65536, 768), (16384, 4096), (4096, 16384), (2048, 32768), (1024, 65536))
 EPS = 1e-6
+# The forward and the backward apart: shapes whose forward moves at least 192 MB in 16 bits.
+APART_SHAPES = ((16384, 4096), (65536, 768), (4096, 16384), (1024, 65536))
+APART_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+CONTENDERS = ("CUDA", "Triton", "eager", "compiled")
 
 
 def bf16_cases(spec, op: str, backend: str, sweep=(), shapes=()) -> list:
@@ -110,14 +117,116 @@ def backward_table(ext) -> tuple[str, list[float]]:
     return "\n".join(lines), ratios
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--markdown", help="also write the tables as markdown to this file")
-    args = parser.parse_args()
+def _contenders(ext) -> dict:
+    """RMSNorm as each contender computes it: y from (x, w)."""
+    compiled = torch.compile(F.rms_norm, dynamic=False)  # one graph per shape, dtype and grad mode
+    return {
+        "CUDA": lambda x, w: ext.rms_norm(x, w, EPS, backend="cuda"),
+        "Triton": lambda x, w: ext.rms_norm(x, w, EPS, backend="triton"),
+        "eager": lambda x, w: F.rms_norm(x, x.shape[-1:], w, EPS),
+        "compiled": lambda x, w: compiled(x, x.shape[-1:], w, EPS),
+    }
+
+
+def _off_by(outputs, expected) -> float:
+    """The largest error of any output, relative to that output's largest magnitude."""
+    return max(
+        ((o.float() - e.float()).abs().max() / e.float().abs().max().clamp_min(1e-12)).item()
+        for o, e in zip(outputs, expected)
+    )
+
+
+@dataclasses.dataclass
+class Apart:
+    """One direction at one shape and dtype: each contender's timing on the same inputs."""
+
+    name: str
+    direction: str  # "forward" (without grad) or "backward" (of a kept graph: dx and dw)
+    nbytes: int
+    timings: dict  # contender: bench.Timing
+    wrong: bool  # some contender's outputs differ from eager's past the dtype's tolerance
+
+    def ratio(self, slower: str, faster: str) -> float:
+        return self.timings[slower].median_ms / self.timings[faster].median_ms
+
+
+def _apart_rows(contenders: dict, rows: int, cols: int, dtype) -> list[Apart]:
+    x = torch.randn(rows, cols, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.randn(cols, device="cuda", dtype=dtype, requires_grad=True)
+    dy = torch.randn(rows, cols, device="cuda", dtype=dtype)
+    timings = {"forward": {}, "backward": {}}
+    for name, fn in contenders.items():
+
+        def forward(fn=fn):
+            with torch.no_grad():
+                return (fn(x, w),)
+
+        timings["forward"][name] = bench.time_op(forward, [()], device="cuda")
+        y = fn(x, w)
+        timings["backward"][name] = bench.time_op(
+            lambda y=y: torch.autograd.grad(y, (x, w), dy, retain_graph=True), [()], device="cuda"
+        )
+        del y
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
+    result = []
+    for direction, by_name in timings.items():
+        expected = by_name["eager"].last_outputs[0]
+        worst = max(_off_by(t.last_outputs[0], expected) for t in by_name.values())
+        nbytes = (2 if direction == "forward" else 3) * x.numel() * x.element_size()
+        assert nbytes >= GPU_BOUND_BYTES, (rows, cols, dtype)
+        name = f"{'fwd' if direction == 'forward' else 'bwd'} {rows}x{cols} {str(dtype)[6:]}"
+        result.append(Apart(name, direction, nbytes, by_name, worst > tolerance))
+    return result
+
+
+def apart_table(ext, ceiling) -> tuple[str, list[Apart]]:
+    """The forward and the backward apart, ours against F.rms_norm eager and compiled, at the
+    GPU-bound APART_SHAPES in every dtype: the table and its rows."""
+    contenders = _contenders(ext)
+    rows = [row for shape in APART_SHAPES for dtype in APART_DTYPES for row in _apart_rows(contenders, *shape, dtype)]
+    lines = [
+        f"RMSNorm forward and backward apart vs F.rms_norm: {bench.device_name()}, torch {torch.__version__}, "
+        f"copy ceiling {ceiling:.0f} GB/s; * host-bound (the call's Python took longer than its kernels)",
+        f"{'case':<24} "
+        + " ".join(f"{name + ' ms':>12}" for name in CONTENDERS)
+        + f" {'CUDA x best':>11} {'Triton/CUDA':>11} {'CUDA of ceiling':>15}  check",
+    ]
+    for row in rows:
+        cells = " ".join(
+            f"{row.timings[n].median_ms:>11.3f}{'*' if row.timings[n].host_bound else ' '}" for n in CONTENDERS
+        )
+        best = min(row.ratio("eager", "CUDA"), row.ratio("compiled", "CUDA"))
+        of_ceiling = row.timings["CUDA"].gbs(row.nbytes) / ceiling
+        lines.append(
+            f"{row.name:<24} {cells} {best:>10.2f}x {row.ratio('Triton', 'CUDA'):>11.2f} {of_ceiling:>15.0%}  "
+            + ("WRONG" if row.wrong else "ok")
+        )
+    return "\n".join(lines), rows
+
+
+def apart_targets(rows: list[Apart]) -> list[tuple[str, bool]]:
+    forward = [row for row in rows if row.direction == "forward"]
+    backward = [row for row in rows if row.direction == "backward"]
+    return [
+        (
+            "CUDA forward >= 1.0x torch.compile of F.rms_norm at every GPU-bound shape, fp32, bf16 and fp16",
+            all(row.ratio("compiled", "CUDA") >= 1.0 for row in forward),
+        ),
+        (
+            "CUDA backward >= 1.0x the best of F.rms_norm eager and compiled (Liger is not installed here)",
+            all(min(row.ratio("compiled", "CUDA"), row.ratio("eager", "CUDA")) >= 1.0 for row in backward),
+        ),
+        (
+            "Triton's forward and backward within 1.25x of CUDA's at every GPU-bound shape and dtype",
+            all(row.ratio("Triton", "CUDA") <= 1.25 for row in rows),
+        ),
+        ("every output of the forward and backward apart right", not any(row.wrong for row in rows)),
+    ]
+
+
+def suite_tables(ext, ceiling) -> tuple[list[str], list[tuple[str, bool]]]:
+    """The suite's perf cases at more shapes, the residual add and the backward alone."""
     spec = units.load(UNIT).tests(hidden=True)
-    ext, _ = build_reference(UNIT)
-    torch._dynamo.config.cache_size_limit = 64  # a compiled baseline per shape
-    ceiling = bench.copy_ceiling_gbs()
     compiled = compiled_suite(spec)
     quant = {
         backend: rows_against(compiled, ext, bf16_cases(spec, "perf_quant", backend, QUANT_COLS), "compiled", ceiling)
@@ -163,8 +272,8 @@ def main() -> None:
             all(x <= 1.25 for x in ratios),
         ),
         (
-            "RMSNorm forward + backward >= 1.0x F.rms_norm, eager and compiled, both backends",
-            all(r.speedup >= 1.0 for r in norm_rows),
+            "RMSNorm forward + backward >= 1.0x F.rms_norm, eager and compiled, both backends, GPU-bound shapes",
+            all(r.speedup >= 1.0 for r in norm_rows if r.nbytes >= GPU_BOUND_BYTES),
         ),
         (
             "Triton's RMSNorm backward within 1.25x of CUDA's at every D from 768 to 65536, fp32 and bf16",
@@ -172,6 +281,22 @@ def main() -> None:
         ),
         ("every output right after timing", not any(r.wrong for r in every)),
     ]
+    return tables, targets
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--markdown", help="also write the tables as markdown to this file")
+    parser.add_argument("--only", choices=("suite", "apart"), help="only the suite's shapes, or only the apart table")
+    args = parser.parse_args()
+    ext, _ = build_reference(UNIT)
+    torch._dynamo.config.cache_size_limit = 64  # a compiled baseline per shape, dtype and grad mode
+    ceiling = bench.copy_ceiling_gbs()
+    tables, targets = suite_tables(ext, ceiling) if args.only != "apart" else ([], [])
+    if args.only != "suite":
+        table, rows = apart_table(ext, ceiling)
+        tables.append(table)
+        targets += apart_targets(rows)
     bench.report(tables, targets, args.markdown)
 
 

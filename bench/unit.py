@@ -34,6 +34,9 @@ from course.judge import describe_inputs, judge_perf
 from course.spec import units
 
 SEED = 1234  # the inputs' draw; any seed times the same shapes
+# Below about this many bytes moved, a call's time through Python is mostly the host's: a
+# ratio there measures launches and dispatch, not kernels, and is no kernel's target.
+GPU_BOUND_BYTES = 64 << 20
 
 
 def perf_cases(spec, sweep: tuple[int, ...] = (), shapes: tuple[tuple[int, int], ...] = ()) -> list[Case]:
