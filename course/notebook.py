@@ -151,23 +151,62 @@ def _current_notebook() -> dict | None:
         return None
 
 
-def submit(unit: str, files: list[str], student: str = "") -> str:
-    """Pack the unit's sources, a manifest naming `student` and (in Colab) the notebook into a
-    zip to hand in."""
+def _saved_notebook(unit: str, named: str = "") -> str | None:
+    """The path of the notebook file this kernel runs, outside Colab: `named`, else the one the
+    front end names (JupyterLab and Notebook set `__session__`, VS Code `__vsc_ipynb_file__`),
+    else the one notebook of the unit in the working folder."""
+    import __main__
+
+    candidates = [named] if named else []
+    candidates += [getattr(__main__, name, "") for name in ("__session__", "__vsc_ipynb_file__")]
+    candidates.append(os.environ.get("JPY_SESSION_NAME", ""))
+    for path in candidates:
+        if isinstance(path, str) and path.endswith(".ipynb") and os.path.isfile(path):
+            return path
+    if named:
+        raise FileNotFoundError(f"notebook: no notebook file at {named!r}")
+    here = [name for name in sorted(os.listdir(".")) if name.endswith(".ipynb") and unit in name]
+    return here[0] if len(here) == 1 else None
+
+
+def _notebook_for_submission(unit: str, named: str) -> tuple[bytes | None, str]:
+    """The notebook's JSON to hand in, and where it came from: Colab's front end, or the file."""
+    if not named:
+        notebook = _current_notebook()
+        if notebook is not None:
+            return json.dumps(notebook).encode(), "notebook"
+    path = _saved_notebook(unit, named)
+    if path is None:
+        return None, ""
+    with open(path, "rb") as handle:
+        return handle.read(), f"notebook {os.path.basename(path)} as last saved"
+
+
+def submit(unit: str, files: list[str], student: str = "", notebook: str = "") -> str:
+    """Pack the unit's sources, a manifest naming `student` and the notebook (with the written
+    answers) into a zip to hand in. In Colab the notebook comes from the front end; elsewhere
+    from its file (`notebook`, else the one this kernel runs), as last saved."""
     out = f"submission_{unit}.zip"
     student = str(student).strip()
     manifest = {"unit": unit, "student": student, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "files": {}}
+    data, source = _notebook_for_submission(unit, notebook)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in files:
             with open(os.path.join(unit, name), "rb") as handle:
-                data = handle.read()
-            archive.writestr(f"{unit}/{name}", data)
-            manifest["files"][name] = hashlib.sha256(data).hexdigest()
-        notebook = _current_notebook()
-        if notebook is not None:
-            archive.writestr(f"{unit}.ipynb", json.dumps(notebook))
+                content = handle.read()
+            archive.writestr(f"{unit}/{name}", content)
+            manifest["files"][name] = hashlib.sha256(content).hexdigest()
+        if data is not None:
+            archive.writestr(f"{unit}.ipynb", data)
         archive.writestr("manifest.json", json.dumps(manifest, indent=2))
-    print(f"Wrote {out} ({len(files)} sources{', notebook' if notebook else ''}). Hand in this file.")
+    print(f"Wrote {out} ({len(files)} sources{', ' + source if source else ''}). Hand in this file.")
+    if source.endswith("as last saved"):
+        print("Save the notebook (Ctrl+S) and run this cell again if you changed an answer since.")
+    if data is None:
+        print(
+            "WARNING: your written answers are NOT in this zip: no notebook file was found. Save the "
+            f"notebook and pass its path, submit(..., notebook='{unit}.ipynb'), or hand in the .ipynb too."
+        )
     if not student:
         print("WARNING: no STUDENT set above: the grader will know this zip only by the name you upload it under.")
     try:

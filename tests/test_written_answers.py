@@ -3,6 +3,7 @@ to the instructor for grading by hand out of their points, and their scores fold
 the totals. No build, no child process."""
 
 import csv
+import json
 
 import pytest
 
@@ -10,7 +11,9 @@ from autograder import gradebook, report
 from autograder.__main__ import main
 from autograder.results import Grade
 from autograder.stages.answers import kept_answers, written_entries
+from autograder.submission import read_submission
 from autograder.written_scores import ANSWERS
+from course import notebook
 from course.authoring.generate import ANSWER_PROMPT
 from course.spec import answer_key, units
 from course.spec.questions import MAX_ANSWER_CHARS, PENDING, WRITTEN, questions
@@ -138,3 +141,43 @@ def test_an_answers_csv_that_is_not_text_is_named(tmp_path, capsys):
     (out / ANSWERS).write_bytes(b"Submission,Question,score\n\xff\xfe,\n")
     assert main(["merge", str(out), "--unit", unit.name]) == 2
     assert f"{out / ANSWERS}: expected a readable UTF-8 CSV file" in capsys.readouterr().err
+
+
+def _student_notebook_with_an_answer(folder, unit, text: str) -> str:
+    """The unit's student notebook saved in `folder` with its first question answered."""
+    notebook = json.loads(open(f"notebooks/{unit.name}.ipynb").read())
+    cell = next(c for c in notebook["cells"] if c.get("metadata", {}).get("course", {}).get("answer"))
+    cell["source"] = f"{ANSWER_PROMPT}\n\n{text}"
+    path = folder / f"{unit.name}.ipynb"
+    path.write_text(json.dumps(notebook))
+    return str(path)
+
+
+def _submitted(tmp_path, monkeypatch, unit, **options):
+    """submit() run as a notebook outside Colab runs it, in tmp_path: the answers the zip carries."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / unit.name).mkdir(exist_ok=True)
+    unit.write("template", str(tmp_path / unit.name))
+    zip_path = notebook.submit(unit.name, list(unit.files), student="ada", **options)
+    return read_submission(str(tmp_path / zip_path), unit)[1]
+
+
+def test_outside_colab_the_zip_carries_the_saved_notebooks_answers(tmp_path, monkeypatch, capsys):
+    unit = units.load("day01_relu_bias")
+    elsewhere = tmp_path / "drive"
+    elsewhere.mkdir()
+    saved = _student_notebook_with_an_answer(elsewhere, unit, "the bytes bound it")
+    monkeypatch.setattr("__main__.__session__", saved, raising=False)  # what JupyterLab's kernel sets
+    answers = _submitted(tmp_path, monkeypatch, unit)
+    assert [q for q, text in answers.items() if "the bytes bound it" in text] == list(answers)[:1]
+    assert "as last saved" in capsys.readouterr().out
+
+
+def test_a_submission_without_a_notebook_says_its_answers_are_missing(tmp_path, monkeypatch, capsys):
+    unit = units.load("day01_relu_bias")
+    monkeypatch.delattr("__main__.__session__", raising=False)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    assert _submitted(tmp_path, monkeypatch, unit) == {}
+    assert "written answers are NOT in this zip" in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError, match="notebook: no notebook file at 'gone.ipynb'"):
+        _submitted(tmp_path, monkeypatch, unit, notebook="gone.ipynb")
