@@ -12,7 +12,7 @@ read and written). Nor of rms_norm_backward alone: Triton's against CUDA's at ea
 BACKWARD_SHAPES, fp32 and bf16, as eager autograd calls them. Nor of the forward and the
 backward apart against F.rms_norm: both backends at the GPU-bound APART_SHAPES, in fp32, bf16
 and fp16. Ends with the targets, each marked met or missed; a target holds only at shapes
-moving at least GPU_BOUND_BYTES (bench/unit.py), where the time is the kernels', not the host's.
+moving at least bench.GPU_BOUND_BYTES, where the time is the kernels', not the host's.
 """
 
 import argparse
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.reference_build import build_reference
-from bench.unit import GPU_BOUND_BYTES, perf_cases, timed_row
+from bench.unit import perf_cases, timed_row
 from course import bench
 from course.spec import units
 
@@ -173,7 +173,7 @@ def _apart_rows(contenders: dict, rows: int, cols: int, dtype) -> list[Apart]:
         expected = by_name["eager"].last_outputs[0]
         worst = max(_off_by(t.last_outputs[0], expected) for t in by_name.values())
         nbytes = (2 if direction == "forward" else 3) * x.numel() * x.element_size()
-        assert nbytes >= GPU_BOUND_BYTES, (rows, cols, dtype)
+        assert nbytes >= bench.GPU_BOUND_BYTES, (rows, cols, dtype)
         name = f"{'fwd' if direction == 'forward' else 'bwd'} {rows}x{cols} {str(dtype)[6:]}"
         result.append(Apart(name, direction, nbytes, by_name, worst > tolerance))
     return result
@@ -273,7 +273,7 @@ def suite_tables(ext, ceiling) -> tuple[list[str], list[tuple[str, bool]]]:
         ),
         (
             "RMSNorm forward + backward >= 1.0x F.rms_norm, eager and compiled, both backends, GPU-bound shapes",
-            all(r.speedup >= 1.0 for r in norm_rows if r.nbytes >= GPU_BOUND_BYTES),
+            all(r.speedup >= 1.0 for r in norm_rows if r.nbytes >= bench.GPU_BOUND_BYTES),
         ),
         (
             "Triton's RMSNorm backward within 1.25x of CUDA's at every D from 768 to 65536, fp32 and bf16",

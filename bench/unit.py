@@ -34,9 +34,6 @@ from course.judge import describe_inputs, judge_perf
 from course.spec import units
 
 SEED = 1234  # the inputs' draw; any seed times the same shapes
-# Below about this many bytes moved, a call's time through Python is mostly the host's: a
-# ratio there measures launches and dispatch, not kernels, and is no kernel's target.
-GPU_BOUND_BYTES = 64 << 20
 
 
 def perf_cases(spec, sweep: tuple[int, ...] = (), shapes: tuple[tuple[int, int], ...] = ()) -> list[Case]:
@@ -80,7 +77,7 @@ def planned(spec, case: Case) -> str:
     return f"{case.name}: {describe_inputs(inputs)}, {spec.bytes_moved(inputs) / 1e6:.1f} MB moved"
 
 
-def _timing(entry: dict) -> bench.Timing:
+def _timing(entry: dict, on_gpu: bool) -> bench.Timing:
     return bench.Timing(
         entry["median_ms"],
         entry["spread"],
@@ -89,6 +86,7 @@ def _timing(entry: dict) -> bench.Timing:
         gpu_ms=entry.get("gpu_ms", 0.0),
         host_ms=entry.get("host_ms", 0.0),
         unseen=bool(entry.get("unseen")),
+        on_gpu=on_gpu,
     )
 
 
@@ -105,8 +103,8 @@ def timed_row(spec, module, case: Case, ceiling: float | None, seed: int = SEED)
     row = bench.Row(
         case.name,
         spec.bytes_moved(input_sets[0]),
-        _timing(result["timing"]),
-        _timing(result["torch_timing"]),
+        _timing(result["timing"], case.device == "cuda"),
+        _timing(result["torch_timing"], case.device == "cuda"),
         ceiling,
         shape[-1] if shape else None,
         "" if verdict.passed else verdict.message,

@@ -52,6 +52,9 @@ WHOLE_CALLS = 5  # calls timed from the call until the device is idle
 # kernel waits for the host's launch, the host can add nothing after the last); past that by
 # this much, the events missed work.
 UNSEEN_FACTOR, UNSEEN_MARGIN_MS = 1.2, 0.02
+# Below about this many bytes moved, a call's time through Python is mostly the host's
+# (launches, dispatch, autograd): a ratio there measures those, not kernels, and is no target.
+GPU_BOUND_BYTES = 64 << 20
 
 
 @dataclass
@@ -66,6 +69,7 @@ class Timing:
     # What the latest timed call on each arg set returned: a result is checked after
     # timing, so a fast wrong op cannot pass on a call made outside the loop.
     last_outputs: list = field(default_factory=list, repr=False)
+    on_gpu: bool = False  # timed with CUDA events: gpu_ms and host_ms are apart
 
     def gbs(self, nbytes: int) -> float:
         return nbytes / (self.median_ms * 1e-3) / 1e9
@@ -238,7 +242,9 @@ def time_op(
     host_bound = cuda and sum(host > gpu for gpu, host in zip(gpu_times, host_times)) > len(times) / 2
     whole = _unseen_work_ms(fn, arg_sets, gpu_ms, host_ms, hold_ms) if cuda else None
     median = statistics.median(times) if whole is None else whole
-    return Timing(median, _spread(times), len(times), host_bound, gpu_ms, host_ms, whole is not None, last_outputs)
+    return Timing(
+        median, _spread(times), len(times), host_bound, gpu_ms, host_ms, whole is not None, last_outputs, on_gpu=cuda
+    )
 
 
 def _warm_up(fn, arg_sets: list[tuple], warmup: int, cuda: bool) -> float:
@@ -351,38 +357,69 @@ def device_name() -> str:
 
 
 def format_table(rows: list[Row], ceiling: float | None = None, title: str = "benchmark") -> str:
-    """The rows as a text table, titled with the device, torch version and copy ceiling."""
+    """The rows as a text table, titled with the device, torch version and copy ceiling. On a
+    GPU, the rows moving fewer than GPU_BOUND_BYTES follow apart, as host and GPU time a call."""
     ceiling_text = f"copy ceiling {ceiling:.0f} GB/s" if ceiling else "copy ceiling not measured"
+    on_gpu = any(row.ours.on_gpu for row in rows)
+    small = [on_gpu and row.nbytes < GPU_BOUND_BYTES for row in rows]
     width = max([len(r.name) for r in rows] + [4])
+    lines = [f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}"]
+    kernel_rows = [row for row, is_small in zip(rows, small) if not is_small]
+    host_rows = [row for row, is_small in zip(rows, small) if is_small]
+    if kernel_rows:
+        lines += _kernel_lines(kernel_rows, width)
+    if host_rows:
+        lines += _host_lines(host_rows, width)
+    return "\n".join(lines)
+
+
+def _check_text(row: Row) -> str:
+    return ("WRONG: " + row.problem.strip().splitlines()[0][:80]) if row.wrong else "ok"
+
+
+def _kernel_lines(rows: list[Row], width: int) -> list[str]:
     lines = [
-        f"{title}: {device_name()}, torch {torch.__version__}, {ceiling_text}",
         f"{'case':<{width}} {'ours ms':>9} {'spread':>7} {'ours GB/s':>10} {'torch ms':>9} "
         f"{'torch GB/s':>11} {'ours/torch':>10} {'of ceiling':>10}  check",
     ]
-    host_bound = False
     for row in rows:
         speedup = "wrong" if row.wrong else f"{row.speedup:.2f}x"
         of_ceiling = f"{row.of_ceiling:.0%}" if row.of_ceiling is not None else "-"
-        check = ("WRONG: " + row.problem.strip().splitlines()[0][:80]) if row.wrong else "ok"
         ours_ms, torch_ms = (f"{t.median_ms:.3f}" + ("*" if t.host_bound else "") for t in (row.ours, row.baseline))
-        host_bound |= row.ours.host_bound or row.baseline.host_bound
         lines.append(
             f"{row.name:<{width}} {ours_ms:>9} {row.ours.spread:>7.1%} "
             f"{row.ours_gbs:>10.1f} {torch_ms:>9} {row.baseline_gbs:>11.1f} "
-            f"{speedup:>10} {of_ceiling:>10}  {check}"
+            f"{speedup:>10} {of_ceiling:>10}  {_check_text(row)}"
         )
-    if host_bound:
+    bound = [row for row in rows if row.ours.host_bound or row.baseline.host_bound]
+    if bound:
         lines.append(
             "* host-bound: the call's Python and launch work took longer than its GPU work; "
             "host and GPU ms of such rows:"
         )
-        for row in rows:
-            if row.ours.host_bound or row.baseline.host_bound:
-                lines.append(
-                    f"  {row.name:<{width}} ours {row.ours.host_ms:.3f} / {row.ours.gpu_ms:.3f}, "
-                    f"torch {row.baseline.host_ms:.3f} / {row.baseline.gpu_ms:.3f}"
-                )
-    return "\n".join(lines)
+        lines += [
+            f"  {row.name:<{width}} ours {row.ours.host_ms:.3f} / {row.ours.gpu_ms:.3f}, "
+            f"torch {row.baseline.host_ms:.3f} / {row.baseline.gpu_ms:.3f}"
+            for row in bound
+        ]
+    return lines
+
+
+def _host_lines(rows: list[Row], width: int) -> list[str]:
+    """Shapes too small for the kernels to set the time: what a call costs the host, and the
+    GPU apart. The ratio compares whole calls; it is no kernel's target."""
+    lines = [
+        f"under {GPU_BOUND_BYTES >> 20} MB moved, a call is mostly the host's: microseconds a call, host / GPU",
+        f"{'case':<{width}} {'ours host':>10} {'ours GPU':>9} {'torch host':>11} {'torch GPU':>10} "
+        f"{'ours/torch':>10}  check",
+    ]
+    for row in rows:
+        speedup = "wrong" if row.wrong else f"{row.speedup:.2f}x"
+        lines.append(
+            f"{row.name:<{width}} {row.ours.host_ms * 1e3:>10.1f} {row.ours.gpu_ms * 1e3:>9.1f} "
+            f"{row.baseline.host_ms * 1e3:>11.1f} {row.baseline.gpu_ms * 1e3:>10.1f} {speedup:>10}  {_check_text(row)}"
+        )
+    return lines
 
 
 def plot_gbs(rows: list[Row], path: str | None = None):

@@ -454,8 +454,19 @@ def test_host_bound_call_is_charged_the_host_time():
         lambda ms: (time.sleep(0.005), _gpu_busy(ms)), [(0.05,)], min_reps=5, max_reps=5, device="cuda"
     )
     assert timing.host_bound and timing.median_ms >= 5.0, timing
-    table = bench.format_table([bench.Row("slow host", 1 << 20, timing, timing)])
+    table = bench.format_table([bench.Row("slow host", bench.GPU_BOUND_BYTES, timing, timing)])
     assert "*" in table.splitlines()[2] and "host-bound" in table.splitlines()[3]
+
+
+def test_on_a_gpu_rows_under_the_gpu_bound_bytes_are_reported_as_host_time():
+    large = bench.Timing(0.5, 0.01, 10, gpu_ms=0.5, host_ms=0.1, on_gpu=True)
+    small = bench.Timing(0.08, 0.01, 10, host_bound=True, gpu_ms=0.02, host_ms=0.08, on_gpu=True)
+    rows = [bench.Row("large", bench.GPU_BOUND_BYTES, large, large), bench.Row("small", 1 << 20, small, small)]
+    kernels, host = bench.format_table(rows, 1000.0).split("under 64 MB moved")
+    assert "large" in kernels and "small" not in kernels
+    assert "small" in host and "80.0" in host and "20.0" in host
+    on_cpu = bench.Timing(0.08, 0.01, 10, gpu_ms=0.08, host_ms=0.08)  # one table, as before
+    assert "under 64 MB" not in bench.format_table([bench.Row("cpu", 1 << 20, on_cpu, on_cpu)])
 
 
 _side_stream = None
