@@ -106,3 +106,33 @@ def test_the_graders_version_follows_the_points_not_the_rubrics_wording(tmp_path
     assert grader_version(unit) == before, "a reworded rubric grades no class again"
     key.write_text(key.read_text().replace("Points: 1", "Points: 2").replace("- 1 point:", "- 2 points:"))
     assert grader_version(unit) != before, "new points: the class is graded again, out of them"
+
+
+# What students and instructors read may quote only figures some GPU measured, each labelled
+# by it: a promise of numbers to come stays a promise, and a key that gives points must not say
+# the instructor decides them.
+_STALE = re.compile(r"not measured yet|no measured numbers|measured yet|worth what the instructor decides", re.I)
+
+
+def _stale_claims(text: str) -> list[str]:
+    return [match.group(0) for match in _STALE.finditer(" ".join(text.split()))]
+
+
+def test_a_promise_of_numbers_to_come_is_found_across_a_line_break():
+    text = "Turing (T4) numbers are not\nmeasured yet. The lesson has No measured\nnumbers yet."
+    assert _stale_claims(text) == ["not measured yet", "No measured numbers"]
+    assert _stale_claims("the instructor notebook's run on an H200 (43a5a05) read 0.51") == []
+
+
+@pytest.mark.parametrize("unit", units.all_units(), ids=lambda u: u.name)
+@pytest.mark.parametrize("name", ["answers.md", "lesson.md"])
+def test_keys_and_lessons_quote_measured_figures_not_promises(unit, name):
+    path = os.path.join(unit.folder, name)
+    if not os.path.exists(path):
+        pytest.skip(f"{unit.name} has no {name}")
+    with open(path, encoding="utf-8") as handle:
+        found = _stale_claims(handle.read())
+    assert not found, (
+        f"{unit.name}/{name} says {found}: quote the figure a run measured, labelled by its GPU "
+        "and commit, or say how the student's own output answers it"
+    )
