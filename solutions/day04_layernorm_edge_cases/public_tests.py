@@ -26,7 +26,7 @@ from course.harness import nan_filled
 from course.ops import Op, dtypes_like, gradients
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import (CHECK_HINT, EPS, STREAM_HINT, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
+from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
                                       backward_tolerance, compiled_backward, condition_by_std, dx_formula,
                                       forward_dtypes, forward_tolerance, layer_norm64, max_abs, random_affine,
                                       random_dy, random_x, saved_statistics, statistics, values_case)
@@ -227,20 +227,29 @@ OPS = {
 
 # ---- the cases ----
 
-TAIL_HINT = "D is not a multiple of 32 or of the block size here: does every loop run to j < D, the tail included?"
+# The lab's hints name the tool to reach for and what to read in its output, never the line or
+# the fix: finding those is the lab (lesson, section 7).
+TAIL_HINT = ("D is not a multiple of 32 here: read the mismatch report's columns (which are wrong, which are NaN: "
+             "never written), then run memcheck on this case (lesson 7.1, 7.3)")
 HINTS = {
-    "single_row": "B = 1: a single block does all the work",
-    "many_rows": "more rows than blocks in one launch (65535): does each block loop over rows (row += gridDim.x)?",
-    "nd": "x is [2, 3, 5, D]: rows = x.numel() / D, and mean and rstd have x's shape without its last dimension",
-    "transposed": "x (and dy) are transposed views: make row-major copies (contiguous()) before using data_ptr",
-    "sliced": "x, gamma and beta (and dy) are strided slices with NaN in the gaps: make row-major copies first",
-    "empty": "no rows: launch nothing (a grid of 0 blocks is an error); y and dx are empty, dgamma and dbeta zeros",
-    "large_mean": "|mean| >> std: subtract the mean before squaring; E[x^2] - E[x]^2 cancels catastrophically",
-    "fp16": "fp16: sum in float (acc_type_t / at::opmath_type), keep mean and rstd in float, round only y or dx back",
-    "bf16": "bf16: sum in float (acc_type_t / at::opmath_type), keep mean and rstd in float, round only y or dx back",
-    "fp64": "float64 sums stay in double: acc_type_t<double> is double",
-    "overflow": "B * D > 2^31 elements: compute row offsets in 64 bits (int64_t row * cols), never in int",
+    "single_row": "B = 1: the mismatch report says which outputs are wrong; does your grid assume more rows?",
+    "many_rows": "more rows than one launch has blocks (65535): read which rows the mismatch report names (lesson 7.1)",
+    "nd": "x has more than two dimensions: compare each output's shape in the report with the expected one",
+    "transposed": "x (and dy) are transposed views: what order are their elements in memory, and what does "
+                  "data_ptr() assume?",
+    "sliced": "x, gamma and beta (and dy) are strided slices with NaN in the gaps: a NaN in your output was read "
+              "from a gap",
+    "empty": "no rows: read the CUDA error the op raised, with CUDA_LAUNCH_BLOCKING=1 (lesson 7.2)",
+    "large_mean": "|mean| >> std: the report's errors grow with |mean| / std; which formula for the variance "
+                  "cancels? (lesson 3.1)",
+    "fp16": "fp16: the report shows mean and rstd off by about 1e-3: in which precision do your sums run? (lesson 3.2)",
+    "bf16": "bf16: the report shows mean and rstd off by about 1e-2: in which precision do your sums run? (lesson 3.2)",
+    "fp64": "float64: the report's errors are float32-sized: is a sum narrowed to float on the way?",
+    "overflow": "only the 4 GiB case fails: find the first wrong row in the mismatch report and the offset, in "
+                "elements, of its first value; run the case under CUDA_LAUNCH_BLOCKING=1 (lesson 7.2)",
 }
+STREAM_HINT_LAB = ("the inputs arrive on a side stream the caller made current, after a delay: which stream does "
+                   "each of your launches run on? (lesson 7.5)")
 
 
 def _edge(what, shape, dtype=torch.float32, hint="", strided=(), layout="", **params):
@@ -271,7 +280,7 @@ CASES = [
     *_edge("fp16", (64, 4096), torch.float16),
     # The debugging lab's planted bugs each lose one of these on the GPU (lesson, section 7).
     Case("cuda_bwd_current_stream", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(512, 1024)),
-         checks=(SIDE_STREAM,), hint=STREAM_HINT),
+         checks=(SIDE_STREAM,), hint=STREAM_HINT_LAB),
     Case("cuda_fwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_forward", dtype=torch.float16),
          hint=HINTS["overflow"], timeout=120.0),
     _error("error_gamma_shape", ("gamma",), gamma=lambda t: t[:-1]),
