@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+import types
 
 import autograder.timed_kernels
 from autograder.runner import CUDA_CONTEXT_LOST, GroupFiles, case_from_data
@@ -33,8 +34,9 @@ def _save(result: dict, path: str) -> None:
 
 class _Pristine:
     """Modules of the grader's as they were before any student code ran in this process. That
-    code may rebind their names (the timer's clock, the profiler's wrapper, the table of ops);
-    each case starts with them put back. What it changes in torch, or during a call, stays
+    code may rebind their names (the timer's clock, the profiler's wrapper, the table of ops),
+    rewrite a function in place (its `__code__`, its defaults) or a class's attributes; each
+    case starts with all of them put back. What it changes in torch, or during a call, stays
     (docs/security.md)."""
 
     def __init__(self, modules: list):
@@ -45,6 +47,10 @@ class _Pristine:
             for table in [getattr(module, "OPS", None)]
             if isinstance(table, dict)
         ]
+        classes = [value for module in modules for value in _defined_in(module) if isinstance(value, type)]
+        self.classes = [(cls, dict(vars(cls))) for cls in classes]
+        functions = {id(f): f for f in _functions(modules, classes)}.values()
+        self.functions = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f in functions]
 
     def restore(self) -> None:
         for namespace, names in self.saved:
@@ -54,6 +60,28 @@ class _Pristine:
         for table, entries in self.tables:
             table.clear()
             table.update(entries)
+        for cls, attributes in self.classes:
+            for added in set(vars(cls)) - set(attributes):
+                delattr(cls, added)
+            for name, value in attributes.items():
+                if vars(cls).get(name) is not value and name not in ("__dict__", "__weakref__"):
+                    setattr(cls, name, value)
+        for function, code, defaults, keyword_defaults in self.functions:
+            function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, keyword_defaults
+
+
+def _defined_in(module) -> list:
+    return [value for value in vars(module).values() if getattr(value, "__module__", None) == module.__name__]
+
+
+def _functions(modules: list, classes: list):
+    """The Python functions the modules' names reach, and their classes' methods."""
+    for value in [v for module in modules for v in vars(module).values()] + [
+        v for cls in classes for v in vars(cls).values()
+    ]:
+        value = getattr(value, "__func__", value)  # a staticmethod's or classmethod's function
+        if isinstance(value, types.FunctionType):
+            yield value
 
 
 def _context_lost() -> bool:
