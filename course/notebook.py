@@ -140,7 +140,7 @@ def run_public_tests(unit: str, module, files: list[str] = (), seed: int | None 
     print_todos(unit, list(files))
     spec = import_suite(public_root(), unit, hidden=False)
     if not run_cases(spec, module, seed=seed, todos=unwritten(unit, list(files))):
-        raise PublicTestsFailed("some public tests failed: read the messages above")
+        raise PublicTestsFailed("some public tests failed or wait on functions still to write: read the messages above")
 
 
 def _current_notebook() -> dict | None:
