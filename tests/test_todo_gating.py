@@ -2,6 +2,7 @@
 (the suite's FUNCTIONS_RUN table, course/todos.py), and until then names them; its op refuses
 to run them, naming the same ones, so the grader fails such a case with that message."""
 
+import ast
 import contextlib
 import io
 import re
@@ -88,6 +89,31 @@ def test_every_function_to_write_holds_back_some_case(unit):
     spec = unit.tests()
     needed = {where for case in spec.CASES for where in functions_needed(spec, case)}
     assert {todo.where for todo in template_todos(unit)} - needed == set(), "a TODO no case waits on"
+
+
+def _names_refused(text: str) -> set[str]:
+    """The functions the COURSE_REFUSE_UNFINISHED lines of C++ `text` name."""
+    calls = re.findall(r"^\s*COURSE_REFUSE_UNFINISHED\((.*)\);$", text, re.MULTILINE)
+    return {name for arguments in calls for name in re.findall(r'"([^"]*)"', arguments)}
+
+
+def _names_called(text: str, function: str, first_only: bool) -> set[str]:
+    """The strings Python `text` hands to `function` (its first argument alone, or every one)."""
+    calls = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Call)]
+    named = [call.args[:1] if first_only else call.args for call in calls if getattr(call.func, "id", "") == function]
+    return {argument.value for arguments in named for argument in arguments if isinstance(argument, ast.Constant)}
+
+
+@pytest.mark.parametrize("unit", GATED, ids=lambda u: u.name)
+def test_every_function_to_write_is_refused_by_an_op_that_runs_it(unit):
+    """The ops' own safety net: a C++ or CUDA function left to write is named by some op's
+    COURSE_REFUSE_UNFINISHED, a Triton kernel's todo by some op's _refuse_unfinished, and
+    neither names anything else: no half-written kernel runs, whatever the runner lets through."""
+    compiled = {todo.function for todo in template_todos(unit) if not todo.file.endswith(".py")}
+    assert set().union(*(_names_refused(unit.solution(file)) for file in unit.sources)) == compiled
+    for file in (file for file in unit.sources if file.endswith(".py")):
+        kernels = _names_called(unit.template(file), "todo", first_only=True)
+        assert kernels == _names_called(unit.solution(file), "_refuse_unfinished", first_only=False), file
 
 
 @pytest.mark.parametrize("unit", [u for u in GATED if u.name in WAITING], ids=lambda u: u.name)
