@@ -67,7 +67,8 @@ inline bool among(const std::string& function, const std::vector<std::string>& f
 // `functions` alone where given: empty when nothing does, otherwise one "TODO(dayNN): ..."
 // line each, in the order they were compiled (a header's line once, however many files
 // include it).
-inline std::string pending_todo_message(const char* path = nullptr, const std::vector<std::string>* functions = nullptr) {
+inline std::string pending_todo_message(const char* path = nullptr,
+                                        const std::vector<std::string>* functions = nullptr) {
   std::string message;
   for (const Todo& todo : pending_todos()) {
     if (path != nullptr && !todo.path.empty() && todo.path != path) continue;
@@ -104,6 +105,6 @@ std::string todos_of(const Tensor& tensor, std::initializer_list<const char*> fu
 
 // The op refuses, on the host and naming what to write, while a function it runs on
 // `tensor`'s device is unwritten (TORCH_CHECK: where ATen is included).
-#define COURSE_REFUSE_UNFINISHED(tensor, ...)                                            \
+#define COURSE_REFUSE_UNFINISHED(tensor, ...)                                                       \
   TORCH_CHECK(::course::todos_of(tensor, {__VA_ARGS__}).empty(), "this op is not finished yet:\n", \
               ::course::todos_of(tensor, {__VA_ARGS__}))
