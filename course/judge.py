@@ -15,6 +15,7 @@ from course import hints, kernel_names
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, ROTATED, Case
 from course.ops import op_for
+from course.todos import refusal
 
 PATTERN = "  what it looks like: "  # a line from course.hints, under the mismatch it explains
 
@@ -100,8 +101,8 @@ def _judge_error(case: Case, result: dict) -> Verdict:
     if error is None:
         return Verdict(False, f"expected an error naming {wanted}, but the call returned normally")
     kind, message = error
-    if "TODO(" in message:
-        return Verdict(False, message.strip()[:2000])
+    if refusal(message):
+        return Verdict(False, refusal(message))
     if kind not in ("RuntimeError", "ValueError", "TypeError", "IndexError"):
         return Verdict(False, f"expected a RuntimeError or ValueError, got {kind}: {message[:300]}")
     missing = [w for w in case.error_words if _named_at(w, message) is None]
@@ -259,7 +260,7 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
     have it), torch's op stands in, its speed divided by the reference's speed against torch
     where that was measured (params["reference_vs_torch"]): an estimate. Wrong outputs earn nothing."""
     if "exception" in result:
-        return Verdict(False, result["exception"], 0.0)
+        return Verdict(False, refusal(result["exception"]) or result["exception"], 0.0)
     if not isinstance(baseline, dict) or "timing" not in baseline:
         why = baseline if isinstance(baseline, str) else (baseline or {}).get("exception", "no result")
         return Verdict(False, f"not run: the reference could not be timed here: {why}")
@@ -353,8 +354,8 @@ def judge(
     (course.kernel_names), for an own-kernel check."""
     if case.kind == "perf":
         return judge_perf(spec, case, input_sets, result, baseline)
-    if "exception" in result:  # the harness itself raised: the op failed on valid input
-        return Verdict(False, result["exception"])
+    if "exception" in result:  # the op failed on valid input, or refused to run a function still to write
+        return Verdict(False, refusal(result["exception"]) or result["exception"])
     if case.kind == "error":
         return _judge_error(case, result)
     problems = []

@@ -79,6 +79,24 @@ def cpu_path_has_todo(unit) -> bool:
     )
 
 
+def template_todos(unit, kind: str = "template") -> list:
+    """The functions left unwritten in the unit rendered as `kind` (course/todos.py)."""
+    from course.todos import parse, todo_lines
+
+    text = getattr(unit, kind)
+    return parse("\n".join(line for file in unit.files for line in todo_lines(file, text(file))))
+
+
+def waits_in_template(unit, spec, case) -> bool:
+    """Whether the template keeps `case` from passing: a function its op runs is unwritten
+    (the suite's FUNCTIONS_RUN table), or, for a suite without one, a C++ TODO on its path."""
+    from course.todos import functions_needed, waiting_on
+
+    if hasattr(spec, "FUNCTIONS_RUN"):
+        return bool(waiting_on(functions_needed(spec, case), template_todos(unit)))
+    return case.device != "cpu" or cpu_path_has_todo(unit)
+
+
 def sample_class_problems(unit, out: str, entry: str, names: list[str], lost: set[str]) -> list[str]:
     """autograder.sample_class.check's problems with one grading, OUT/results/ENTRY, that
     failed the tests `lost` of `names` and passed the rest."""

@@ -1,5 +1,6 @@
-"""TODO gating: a COURSE_TODO blocks only the path it stands in, and the public test run lists
-every TODO once and names, per failed case, the ones in its way."""
+"""TODO gating: a COURSE_TODO blocks only the path it stands in (and, where the op names its
+functions, only the ops that run it), and the public test run lists every TODO once and names,
+per refused case, the functions it needs."""
 
 import os
 import shutil
@@ -22,10 +23,18 @@ COURSE_TODO_CPU("day09: op.cpp, op_cpu: cpu only");
 COURSE_TODO_CUDA("day09: op.cpp, op_cuda: cuda only");
 #line 1 "op_kernel.cu"
 COURSE_TODO("day09: op_kernel.cu, kernel: in a kernel file");
+#line 20 "row.cuh"
+COURSE_TODO("day09: row.cuh, TORCH_LIBRARY(ns, m): a header two kernel files include");
+#line 30 "row.cuh"
+COURSE_TODO("day09: row.cuh, TORCH_LIBRARY(ns, m): a header two kernel files include");
 struct Fake { bool cuda; bool is_cuda() const { return cuda; } };
 int main() {
   std::printf("[cpu]\n%s[cuda]\n%s[any]\n%s", course::todos_blocking(Fake{false}).c_str(),
               course::todos_blocking(Fake{true}).c_str(), course::pending_todo_message().c_str());
+  // An op that names its functions waits on those alone, on its own path.
+  std::printf("[cuda kernel]\n%s", course::todos_of(Fake{true}, {"kernel", "TORCH_LIBRARY(ns, m)"}).c_str());
+  std::printf("[cpu kernel]\n%s", course::todos_of(Fake{false}, {"kernel", "op_cpu"}).c_str());
+  std::printf("[cuda op_cpu]\n%s", course::todos_of(Fake{true}, {"op_cpu"}).c_str());
 }
 """
 
@@ -37,10 +46,14 @@ def test_a_todo_blocks_only_the_path_it_stands_in(tmp_path):
     output = subprocess.run([str(tmp_path / "todos")], capture_output=True, text=True, check=True).stdout
     sections = dict(part.split("]\n", 1) for part in output.split("[")[1:])
     names = {path: [line.split(", ")[1].split(":")[0] for line in text.splitlines()] for path, text in sections.items()}
+    schema = "TORCH_LIBRARY(ns"  # the function's own ", " ends this split early
     assert names == {
         "cpu": ["check_inputs", "op_cpu"],
-        "cuda": ["check_inputs", "op_cuda", "kernel"],
-        "any": ["check_inputs", "op_cpu", "op_cuda", "kernel"],
+        "cuda": ["check_inputs", "op_cuda", "kernel", schema],
+        "any": ["check_inputs", "op_cpu", "op_cuda", "kernel", schema],
+        "cuda kernel": ["kernel", schema],
+        "cpu kernel": ["op_cpu"],
+        "cuda op_cpu": [],
     }
 
 
@@ -56,16 +69,19 @@ def test_the_list_holds_every_todo_of_the_template_in_file_order_and_none_of_the
     assert remaining_todos(str(tmp_path / "solution"), list(unit.files)) == []
 
 
-def test_a_blocked_case_names_only_what_blocks_it():
+def test_a_refused_case_names_the_functions_it_needs():
     error = RuntimeError(
         "this op is not finished yet:\n"
         "TODO(day02): layernorm.cpp, check_inputs: check device, dtype, layout, then delete this line\n"
         "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel: compute mean: then delete\n"
+        "TODO(day09): rmsnorm_ops.cpp, TORCH_LIBRARY(rmsnorm_int8, m): the schema (Tensor(a!)), then delete\n"
     )
     assert _failure(error).message == (
-        "blocked by TODO(day02): layernorm.cpp, check_inputs; "
-        "TODO(day02): layernorm_forward.cu, layernorm_forward_kernel"
+        "needs check_inputs (layernorm.cpp): TODO(day02) still to write\n"
+        "needs layernorm_forward_kernel (layernorm_forward.cu): TODO(day02) still to write\n"
+        "needs TORCH_LIBRARY(rmsnorm_int8, m) (rmsnorm_ops.cpp): TODO(day09) still to write"
     )
+    assert _failure(RuntimeError("x must be 2-D")).message.startswith("RuntimeError: x must be 2-D")
 
 
 def test_a_day01_student_with_only_the_kernel_left_passes_the_cpu_tests(tmp_path):
@@ -90,4 +106,5 @@ def test_a_day01_student_with_only_the_kernel_left_passes_the_cpu_tests(tmp_path
             if case.device == "cpu":
                 assert verdict.passed, (case.name, verdict.message)
             else:
-                assert verdict.message == "blocked by TODO(day01): relu_bias.cu, relu_bias_kernel", verdict.message
+                needs = "needs relu_bias_kernel (relu_bias.cu): TODO(day01) still to write"
+                assert verdict.message == needs, verdict.message

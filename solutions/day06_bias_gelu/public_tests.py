@@ -210,6 +210,22 @@ OPS = {
 }
 
 
+# What each op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its op's are written (course/todos.py). The compiled ops
+# refuse to run on the GPU while their own kernels are unwritten (bias_gelu.cpp).
+FORWARD_KERNELS = ("bias_gelu_forward.cu, bias_gelu_forward_kernel",)
+BACKWARD_KERNELS = ("bias_gelu_backward.cu, bias_gelu_backward_kernel", "bias_gelu_backward.cu, sum_strips_kernel")
+FUNCTION = ("bias_gelu.py, BiasGeluFunction.forward", "bias_gelu.py, BiasGeluFunction.backward")
+THROUGH_AUTOGRAD = {"cpu": FUNCTION, "cuda": FUNCTION + FORWARD_KERNELS + BACKWARD_KERNELS}
+FUNCTIONS_RUN = {
+    "forward": {"cuda": FORWARD_KERNELS},
+    "backward": {"cuda": BACKWARD_KERNELS},
+    "rerun": {"cuda": BACKWARD_KERNELS},
+    "autograd": THROUGH_AUTOGRAD,
+    "gradcheck": THROUGH_AUTOGRAD,
+}
+
+
 # ---- the cases ----
 
 HINTS = {

@@ -324,6 +324,46 @@ OPS = {
 }
 
 
+# What each op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its op's are written (course/todos.py), so the forward
+# before the backward, the CPU before the kernels, the operators before the schema. Each op
+# refuses to run while its own are unwritten (rmsnorm_ops.cpp, rmsnorm_triton.py).
+CUDA_FORWARD = ("rmsnorm_forward.cu, rms_norm_forward_kernel",)
+CUDA_BACKWARD = ("rmsnorm_backward.cu, rms_norm_backward_kernel",)
+CUDA_QUANT = ("rmsnorm_quant.cu, rms_norm_quant_kernel", "rmsnorm_row.cuh, quantize_int8")
+CPU_QUANT = ("rmsnorm_ops.cpp, quantize_rows_cpu",)
+SCHEMA = ("rmsnorm_ops.cpp, TORCH_LIBRARY(rmsnorm_int8, m)",)
+FAKE = ("rmsnorm_int8.py, _rms_norm_quant_fake",)  # what torch.compile and opcheck trace the C++ quantization with
+TRITON_FORWARD = ("rmsnorm_triton.py, rms_norm_forward_kernel",)
+TRITON_BACKWARD = ("rmsnorm_triton.py, rms_norm_backward_kernel",)
+TRITON_QUANT = ("rmsnorm_triton.py, rms_norm_quant_kernel", "rmsnorm_triton.py, rms_norm_quant_long_kernel")
+QUANT = {"cpu": CPU_QUANT, "cuda": CUDA_QUANT, "triton": TRITON_QUANT}
+RESIDUAL = {"cpu": CPU_QUANT + SCHEMA, "cuda": CUDA_QUANT + SCHEMA, "triton": TRITON_QUANT}
+FORWARD = {"cuda": CUDA_FORWARD, "triton": TRITON_FORWARD}
+AUTOGRAD = {"cuda": CUDA_FORWARD + CUDA_BACKWARD, "triton": TRITON_FORWARD + TRITON_BACKWARD}
+
+
+def _traced(by_path):
+    """What tracing an op needs: the op's functions and, for the C++ one, its fake kernel."""
+    return {path: functions + (FAKE if path != "triton" else ()) for path, functions in by_path.items()}
+
+
+FUNCTIONS_RUN = {
+    "forward": FORWARD,
+    "backward_op": {"cuda": CUDA_BACKWARD},
+    "autograd": AUTOGRAD,
+    "autograd_no_weight": AUTOGRAD,
+    "quant": QUANT,
+    "residual": RESIDUAL,
+    "opcheck rms_norm": AUTOGRAD,
+    "opcheck rms_norm_quant": _traced(QUANT),
+    "opcheck add_rms_norm_quant": _traced(RESIDUAL),
+    "compiled": _traced({path: FORWARD.get(path, ()) + functions for path, functions in QUANT.items()}),
+    "perf_quant": QUANT,
+    "perf_autograd": AUTOGRAD,
+}
+
+
 # ---- the cases ----
 
 HINTS = {

@@ -87,8 +87,6 @@ int64_t rows_of(const at::Tensor& x) { return x.numel() / x.size(-1); }
 // ---- the CPU kernels: ATen ops in acc_dtype(x) ----
 
 Pair forward_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_x("rms_norm", x, false);
   check_eps("rms_norm", eps);
   const at::Tensor w = weight_or_none("rms_norm", weight, x);
@@ -101,8 +99,6 @@ Pair forward_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight, d
 
 Pair backward_cpu(const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
                   const at::Tensor& rstd) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_x("rms_norm_backward", x, false);
   check_like("rms_norm_backward", "dy", dy, x, x.sizes(), x.scalar_type());
   check_like("rms_norm_backward", "rstd", rstd, x, batch_shape(x), acc_dtype(x));
@@ -158,15 +154,13 @@ void check_residual(const at::Tensor& x, const at::Tensor& residual) {
 }
 
 Pair rms_norm_quant_cpu(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x, "quantize_rows_cpu");
   check_quant("rms_norm_quant", x, weight, eps);
   return quant_cpu(x, weight, eps);
 }
 
 Pair add_rms_norm_quant_cpu(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x, "quantize_rows_cpu", "TORCH_LIBRARY(rmsnorm_int8, m)");
   check_quant("add_rms_norm_quant", x, weight, eps);
   check_residual(x, residual);
   // The sum rounded to the dtype, as the residual stream keeps it, is what is normalized.
@@ -181,8 +175,7 @@ void check_launch(const char* op, cudaError_t error) {
 }
 
 Pair forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weight, double eps) {
-  const std::string todo = course::todos_blocking(x_any);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x_any, "rms_norm_forward_kernel");
   check_x("rms_norm", x_any, false);
   check_eps("rms_norm", eps);
   const at::Tensor x = aligned_contiguous(x_any);
@@ -204,8 +197,7 @@ Pair forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weig
 
 Pair backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std::optional<at::Tensor>& weight,
                    const at::Tensor& rstd_any) {
-  const std::string todo = course::todos_blocking(x_any);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x_any, "rms_norm_backward_kernel");
   check_x("rms_norm_backward", x_any, false);
   check_like("rms_norm_backward", "dy", dy_any, x_any, x_any.sizes(), x_any.scalar_type());
   check_like("rms_norm_backward", "rstd", rstd_any, x_any, batch_shape(x_any), at::kFloat);
@@ -252,15 +244,13 @@ Pair quant_cuda(const char* op, const at::Tensor& x_any, const at::Tensor& resid
 }
 
 Pair rms_norm_quant_cuda(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x, "rms_norm_quant_kernel", "quantize_int8");
   check_quant("rms_norm_quant", x, weight, eps);
   return quant_cuda("rms_norm_quant", x, at::Tensor(), weight, eps);
 }
 
 Pair add_rms_norm_quant_cuda(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x, "rms_norm_quant_kernel", "quantize_int8", "TORCH_LIBRARY(rmsnorm_int8, m)");
   check_quant("add_rms_norm_quant", x, weight, eps);
   check_residual(x, residual);
   return quant_cuda("add_rms_norm_quant", x, residual, weight, eps);
