@@ -1,11 +1,11 @@
 """day06: where a backward case fails, the test says which term of GELU's derivative is off.
 The mutants that plant a slip in deriving it (solutions/day06_bias_gelu/mutants.toml) are
-built for the CPU path, and every case each loses there with a dx to read shows the slip its
-`diagnosis` names."""
+built, and every case each loses with a dx to read shows the slip its `diagnosis` names."""
 
 import dataclasses
 
 import pytest
+import torch
 
 from course.loading import build_and_load
 from course.public import run_case
@@ -28,13 +28,18 @@ def planted(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", SLIPS)
-def test_every_lost_cpu_case_with_a_dx_names_the_planted_slip(planted, name):
+def test_every_lost_case_with_a_dx_names_the_planted_slip(planted, name):
+    """On the CPU, and on the GPU where there is one: the kernels call the same derivative."""
     spec = UNIT.tests(hidden=True)
     mutant = mutants.load(UNIT)[name]
     lost = mutant.expected_losses([case.name for case in spec.CASES])
-    # gradcheck's outputs are Jacobians, judged against themselves: no dx to read
+    devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+    # gradcheck's outputs are Jacobians, judged against themselves, and a perf case is not
+    # timed once its correctness cases are lost: neither has a dx to read
     read = [
-        case for case in spec.CASES if case.name in lost and case.device == "cpu" and case.params["op"] != "gradcheck"
+        case
+        for case in spec.CASES
+        if case.name in lost and case.device in devices and case.kind != "perf" and case.params["op"] != "gradcheck"
     ]
     assert mutant.diagnosis and len(read) >= 5, [case.name for case in read]
     for case in read:
