@@ -3,7 +3,8 @@
 A case's fixed hint guesses the mistake from the case's purpose, and can point the wrong way:
 a variance divided by D - 1 fails a "tail" case too. These read the mismatch itself: which
 elements are wrong, by how much, and how that lines up with the inputs. Each returns a line
-or None; `explain` returns the lines of those that match.
+or None; `explain` returns the lines of those that match. A unit reads its own mistakes with
+`followed_model`, from an op's `diagnose` (course/ops.py).
 """
 
 from __future__ import annotations
@@ -134,6 +135,14 @@ def low_precision(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, 
         f"the errors are a few roundings of {dtype} in size: values or sums kept in {dtype} on the "
         "way lose bits; widen to float32 (the op-math type) and round once, at the store"
     )
+
+
+def followed_model(implied: torch.Tensor, allowed: torch.Tensor, models: dict[str, torch.Tensor]) -> str | None:
+    """The one of `models` ({what it is: its values}) that `implied`, a quantity read back from a
+    wrong output, is within `allowed` of at every element; None where none is, or more than one:
+    a reading that fits two models names neither."""
+    close = [name for name, values in models.items() if bool(((implied - values).abs() <= allowed).all())]
+    return close[0] if len(close) == 1 else None
 
 
 def explain(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> list[str]:

@@ -17,7 +17,7 @@ from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, ROTATED, Case
 from course.ops import op_for
 from course.todos import refusal
 
-PATTERN = "  what it looks like: "  # a line from course.hints, under the mismatch it explains
+PATTERN = "  what it looks like: "  # a line from course.hints or the op's diagnosis, under the mismatch
 
 
 @dataclass
@@ -207,7 +207,9 @@ def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
             problems.append(mismatch)
             if got.shape == exp.shape and not op.against_itself:  # the patterns read outputs laid out like x
                 bad = wrong_elements(got, exp, atol, rtol)
-                problems += [PATTERN + line for line in hints.explain(name, got, exp, bad, inputs)]
+                lines = hints.explain(name, got, exp, bad, inputs)
+                lines += op.diagnose(name, got, inputs) if op.diagnose else []
+                problems += [PATTERN + line for line in lines]
     return problems
 
 

@@ -30,6 +30,9 @@ class Op:
     # own raw outputs (gradcheck), worked out by the judge, not the child
     host_outputs: tuple[str, ...] = ()  # outputs the call makes on the CPU (a count, a verdict); every
     # other one must come back on the case's device
+    diagnose: Callable | None = None  # (output name, got, inputs) -> lines naming the mistake a wrong
+    # output follows: a unit's own reading of a mismatch (day06: which term of GELU's derivative
+    # is off), shown beside course.hints' patterns
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)

@@ -86,3 +86,14 @@ def test_the_cases_own_hint_stands_only_where_no_pattern_matched():
     assert _with_hint(["y: 3 of 8 elements differ"], case)[-1] == "hint: does every loop run to j < D?"
     explained = ["y: 3 of 8 elements differ", PATTERN + "every wrong y is 0.99 times the expected value"]
     assert _with_hint(explained, case) == explained
+
+
+def test_a_reading_is_named_by_the_one_model_it_follows_and_by_none_where_two_fit():
+    implied = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)
+    allowed = torch.full_like(implied, 1e-6)
+    models = {"right": implied + 0.1, "slip": implied + 1e-7, "other": implied * 2}
+    assert hints.followed_model(implied, allowed, models) == "slip"
+    assert hints.followed_model(implied, allowed, {**models, "twin": implied - 1e-7}) is None
+    assert hints.followed_model(implied, allowed, {"right": implied + 0.1}) is None
+    implied[1] = float("nan")  # an element never written follows no model
+    assert hints.followed_model(implied, allowed, models) is None

@@ -22,7 +22,8 @@ def mistakes_text(unit: Unit) -> str:
     wrong = mutants.load(unit)
     if not wrong:
         return ""
-    cases = unit.tests(hidden=True).CASES
+    suite = unit.tests(hidden=True)
+    cases = suite.CASES
     names = [case.name for case in cases]
     hints = {case.name: case.hint for case in cases}
     lines = [
@@ -53,6 +54,8 @@ def mistakes_text(unit: Unit) -> str:
             case = cases[names.index(name)]
             if case.kind == "perf" and set(needed(case, cases)) & set(lost):
                 hint = "not timed: the correctness cases it needs were lost first"
+            elif mutant.diagnosis and _diagnosed(suite, case):
+                hint = f"what it looks like: {mutant.diagnosis}"
             else:
                 hint = hints.get(name) or "(no hint: the mismatch alone)"
             said.setdefault(hint, []).append(name)
@@ -60,3 +63,10 @@ def mistakes_text(unit: Unit) -> str:
             lines.append(f"- {', '.join(f'`{t}`' for t in tests)}: {hint}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _diagnosed(suite, case) -> bool:
+    """Whether the case's op reads its own wrong outputs (an op's `diagnose`): what that says
+    stands in for the case's hint."""
+    op = getattr(suite, "OPS", {}).get(case.params.get("op", ""))
+    return getattr(op, "diagnose", None) is not None

@@ -41,6 +41,8 @@ class Mutant:
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
     found_by: str = ""  # a compute-sanitizer tool, or "tests" (then `loses` says which)
     either: tuple[str, ...] = ()  # tests a race loses only sometimes: lost or kept, both are right
+    diagnosis: str = ""  # what the suite's own reading of its wrong outputs (an op's `diagnose`,
+    # course/ops.py) says under each case of such an op it loses
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -102,6 +104,7 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             entry.get("sandbox", ""),
             entry.get("found_by", ""),
             tuple(entry.get("either", ())),
+            entry.get("diagnosis", ""),
         )
     return found
 

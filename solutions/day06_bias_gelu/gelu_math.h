@@ -1,20 +1,22 @@
-// GELU and its derivative in the two forms torch.nn.functional.gelu offers, written once for
-// the CPU loops (bias_gelu.cpp) and for both kernels (bias_gelu_forward.cu, _backward.cu).
-// Every function takes and returns the op-math type: float for float16, bfloat16 and float32
-// (16-bit values are widened first), double for float64.
+// GELU in the two forms torch.nn.functional.gelu offers, and its derivative gelu'(u) for the
+// backward, written once for the CPU loops (bias_gelu.cpp) and for both kernels
+// (bias_gelu_forward.cu, _backward.cu). Every function takes and returns the op-math type: float
+// for float16, bfloat16 and float32 (16-bit values are widened first), double for float64.
 //
 // erf form, approximate="none" (exact):
-//   gelu(u)  = u·Φ(u),            Φ(u) = (1 + erf(u/√2)) / 2, the normal distribution's CDF
-//   gelu'(u) = Φ(u) + u·φ(u),     φ(u) = exp(−u²/2) / √(2π),  its density
+//   gelu(u) = u·Φ(u),         Φ(u) = (1 + erf(u/√2)) / 2, the normal distribution's CDF
+//                             φ(u) = exp(−u²/2) / √(2π),  its density
 // tanh form, approximate="tanh" (Hendrycks and Gimpel's approximation of Φ):
-//   gelu(u)  = u·(1 + t) / 2,     t = tanh(a),  a = √(2/π)·(u + 0.044715·u³)
-//   gelu'(u) = (1 + t)/2 + u·(1 − t²)/2 · √(2/π)·(1 + 3·0.044715·u²)      (tanh' = 1 − tanh²)
+//   gelu(u) = u·(1 + t) / 2,  t = tanh(a),  a = √(2/π)·(u + 0.044715·u³)
+// gelu'(u) of each form is yours to derive (the lesson's section 3) and to write below, from
+// the pieces gelu_detail holds: normal_pdf, normal_cdf, tanh_of, tanh_arg and the constants.
 //
 // Large |u| saturate instead of overflowing: erf and tanh of a large argument are exactly ±1 in
-// floating point, so gelu(u) is exactly u or 0 and gelu'(u) exactly 1 or 0. Nothing on the way
-// overflows: u³ for |u| = 1e4 is 1e12, and 65504³ (float16's largest) is 2.8e14, far inside
-// float's range. A tanh written with exponentials, (e^2a − 1) / (e^2a + 1), would turn into
-// inf / inf = NaN from a ≈ 44 on; exp(−u²/2) only underflows, to an exact 0.
+// floating point, so gelu(u) is exactly u or 0, and a derivative built from Φ, φ and t is
+// exactly 1 or 0. Nothing on the way overflows: u³ for |u| = 1e4 is 1e12, and 65504³ (float16's
+// largest) is 2.8e14, far inside float's range. A tanh written with exponentials,
+// (e^2a − 1) / (e^2a + 1), would turn into inf / inf = NaN from a ≈ 44 on; exp(−u²/2) only
+// underflows, to an exact 0.
 //
 // Φ in float does not call erff. erff picks one of two polynomials per element by |v|, and a
 // warp whose elements fall on both sides runs both: in 16-bit dtypes, where an element moves
@@ -23,11 +25,14 @@
 //   Φ(−|u|) = ½·p(s)·s·exp(−u²/2),  s = 1 / (1 + 0.3275911·|u|/√2),  p a quartic,
 //   Φ(u) = 1 − Φ(−|u|) for u >= 0,  error <= 7.5e-8 (erf's 1.5e-7, halved),
 // about erff's own error for Φ near 1, better in the tail where 1 + erf(u/√2) would cancel.
-// exp(−u²/2) is √(2π)·φ(u), so gelu' gets φ from the same exponential. Double keeps erf:
-// gradcheck compares the backward with the forward's slopes to far below 7.5e-8.
+// exp(−u²/2) is √(2π)·φ(u), so normal_cdf takes φ(u) and Φ and φ of one u share one
+// exponential. Double keeps erf: gradcheck compares the backward with the forward's slopes to
+// far below 7.5e-8.
 #pragma once
 
 #include <math.h>
+
+#include "course_todo.h"  // the starter code's COURSE_TODO lines for the derivatives
 
 #ifdef __CUDACC__
 #define GELU_FUNCTION __host__ __device__ __forceinline__
@@ -107,12 +112,23 @@ GELU_FUNCTION acc_t gelu_erf(acc_t u) {
   return u * normal_cdf(u, normal_pdf(u));
 }
 
+// BEGIN SOLUTION
+// gelu'(u) = Φ(u) + u·φ(u): the product rule on u·Φ(u), with Φ' = φ.
 template <typename acc_t>
 GELU_FUNCTION acc_t gelu_erf_grad(acc_t u) {
   using namespace gelu_detail;
   const acc_t pdf = normal_pdf(u);
   return normal_cdf(u, pdf) + u * pdf;
 }
+// STUB
+COURSE_TODO("day06: gelu_math.h, gelu_erf_grad: return gelu'(u) of the erf form, d/du of u*Phi(u), from normal_cdf and normal_pdf, then delete this line");
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_erf_grad(acc_t u) {
+  // TODO(day06): gelu'(u) of u·Φ(u): the product rule, with Φ' = φ (normal_pdf)
+  return acc_t(0);
+}
+// END SOLUTION
 
 template <typename acc_t>
 GELU_FUNCTION acc_t gelu_tanh(acc_t u) {
@@ -120,6 +136,9 @@ GELU_FUNCTION acc_t gelu_tanh(acc_t u) {
   return acc_t(0.5) * u * (acc_t(1) + tanh_of(tanh_arg(u)));
 }
 
+// BEGIN SOLUTION
+// gelu'(u) = (1 + t)/2 + u·(1 − t²)/2 · a'(u),  a'(u) = √(2/π)·(1 + 3·0.044715·u²): the product
+// rule on u·(1 + t)/2, with tanh' = 1 − tanh² and the chain rule through a(u).
 template <typename acc_t>
 GELU_FUNCTION acc_t gelu_tanh_grad(acc_t u) {
   using namespace gelu_detail;
@@ -127,6 +146,15 @@ GELU_FUNCTION acc_t gelu_tanh_grad(acc_t u) {
   const acc_t arg_grad = acc_t(kSqrt2OverPi) * (acc_t(1) + acc_t(3 * kCubic) * u * u);
   return acc_t(0.5) * (acc_t(1) + t) + acc_t(0.5) * u * (acc_t(1) - t * t) * arg_grad;
 }
+// STUB
+COURSE_TODO("day06: gelu_math.h, gelu_tanh_grad: return gelu'(u) of the tanh form, d/du of u*(1 + t)/2, from tanh_of, tanh_arg, kSqrt2OverPi and kCubic, then delete this line");
+
+template <typename acc_t>
+GELU_FUNCTION acc_t gelu_tanh_grad(acc_t u) {
+  // TODO(day06): gelu'(u) of u·(1 + t)/2: the product rule, tanh' = 1 − tanh², the chain rule through a(u)
+  return acc_t(0);
+}
+// END SOLUTION
 
 // The form chosen at compile time: a kernel is instantiated once per form, so no element
 // pays for a branch, and the compiler never evaluates both forms to pick one.

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, Case, standard_normal
 from course.harness import nan_filled
+from course.hints import followed_model
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
@@ -199,28 +200,91 @@ def _rerun_tolerance(inputs):
     return {name: allowed.get(name, EXACT) for name in RERUN_OUTPUTS}
 
 
+
+# ---- what a wrong dx says: which term of gelu'(u) is off ----
+# dx = dy * gelu'(u), u = x + bias: where dy is not tiny, dx / dy is the derivative the op used,
+# compared with the right one (float64 autograd of F.gelu) and with the usual slips of each
+# form's derivation. The elements of the first DIAGNOSED rows are enough to tell them apart.
+DIAGNOSED = 1 << 16  # elements
+DY_FLOOR = 1 / 16  # of max |dy|: below it, dx / dy magnifies dx's rounding
+SQRT_2_OVER_PI, CUBIC = (2 / torch.pi) ** 0.5, 0.044715
+
+
+def _erf_slips(u):
+    cdf, pdf = 0.5 * (1 + torch.erf(u / 2**0.5)), torch.exp(-0.5 * u * u) / (2 * torch.pi) ** 0.5
+    return {
+        "Φ(u) alone: the u·φ(u) term is missing": cdf,
+        "Φ(u) + φ(u): the second term is u·φ(u), φ times u": cdf + pdf,
+        "(1 + erf(u))/2 + u·φ(u): Φ(u) is (1 + erf(u/√2))/2, erf of u/√2, not of u": 0.5 * (1 + torch.erf(u)) + u * pdf,
+    }
+
+
+def _tanh_slips(u):
+    t = torch.tanh(SQRT_2_OVER_PI * (u + CUBIC * u**3))
+    cubic = 1 + 3 * CUBIC * u * u  # a'(u) / √(2/π), a(u) = √(2/π)·(u + 0.044715·u³)
+    half, slope = 0.5 * (1 + t), 0.5 * u * (1 - t * t)
+    return {
+        "(1 + t)/2 alone: the u·(1 − t²)/2 · a'(u) term is missing": half,
+        "(1 + t)/2 + u·(1 − t)/2 · a'(u): tanh' is 1 − t², not 1 − t": (
+            half + 0.5 * u * (1 - t) * SQRT_2_OVER_PI * cubic),
+        "(1 + t)/2 + u·(1 − t²)/2 · √(2/π): a'(u) lacks its factor 1 + 3·0.044715·u², the cubic's derivative": (
+            half + slope * SQRT_2_OVER_PI),
+        "(1 + t)/2 + u·(1 − t²)/2 · √(2/π)·(1 + 0.044715·u²): d/du of 0.044715·u³ is 3·0.044715·u²": (
+            half + slope * SQRT_2_OVER_PI * (1 + CUBIC * u * u)),
+        "(1 + t)/2 + u·(1 − t²)/2 · (1 + 3·0.044715·u²): a'(u) lacks its factor √(2/π)": half + slope * cubic,
+    }
+
+
+def _derivative(u, approximate):
+    """gelu'(u) by float64 autograd, as the reference's gradients are computed."""
+    u = u.detach().requires_grad_()
+    (grad,) = torch.autograd.grad(F.gelu(u, approximate=approximate).sum(), u)
+    return grad
+
+
+def _diagnose_dx(name, got, inputs):
+    """The slip of gelu'(u) that a wrong dx follows, named (course.hints.followed_model)."""
+    cols = got.shape[-1] if got.dim() else 0
+    if name != "dx" or not cols or not got.numel():
+        return []
+    rows = max(1, DIAGNOSED // cols)
+    x, dy, dx = (t.reshape(-1, cols)[:rows].double() for t in (inputs["x"], inputs["dy"], got))
+    u = x + inputs["bias"].double()
+    usable = dy.abs() >= DY_FLOOR * dy.abs().max()
+    u, dy, dx = u[usable], dy[usable], dx[usable]
+    atol, rtol = _gradient_tolerance(inputs)["dx"]
+    approximate = inputs["approximate"]
+    models = {"": _derivative(u, approximate), **(_tanh_slips(u) if approximate == "tanh" else _erf_slips(u))}
+    slip = followed_model(dx / dy, (atol + rtol * dx.abs()) / dy.abs(), models)
+    return [f"dx matches gelu'(u) = {slip}"] if slip else []
+
+
 OPS = {
     "forward": Op(nan_filled(_forward), _forward_reference, ("y",), dtypes_like("x"), _forward_tolerance),
     "backward": Op(nan_filled(_backward), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
-                   _gradient_tolerance),
+                   _gradient_tolerance, diagnose=_diagnose_dx),
     "autograd": Op(nan_filled(_autograd), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
-                   _gradient_tolerance),
+                   _gradient_tolerance, diagnose=_diagnose_dx),
     "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
-    "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 4), _rerun_tolerance),
+    "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 4), _rerun_tolerance,
+                diagnose=_diagnose_dx),
 }
 
 
 # What each op runs of the code students write ("file, function", as its TODO line names it), by
 # path: a public test runs as soon as its op's are written (course/todos.py). The compiled ops
 # refuse to run on the GPU while their own kernels are unwritten (bias_gelu.cpp).
+# The derivative (gelu_math.h) runs in the CPU loops and the kernels alike; the forward does not.
+GELU_GRADS = ("gelu_math.h, gelu_erf_grad", "gelu_math.h, gelu_tanh_grad")
 FORWARD_KERNELS = ("bias_gelu_forward.cu, bias_gelu_forward_kernel",)
 BACKWARD_KERNELS = ("bias_gelu_backward.cu, bias_gelu_backward_kernel", "bias_gelu_backward.cu, sum_strips_kernel")
+COMPILED_BACKWARD = {"cpu": GELU_GRADS, "cuda": GELU_GRADS + BACKWARD_KERNELS}
 FUNCTION = ("bias_gelu.py, BiasGeluFunction.forward", "bias_gelu.py, BiasGeluFunction.backward")
-THROUGH_AUTOGRAD = {"cpu": FUNCTION, "cuda": FUNCTION + FORWARD_KERNELS + BACKWARD_KERNELS}
+THROUGH_AUTOGRAD = {"cpu": GELU_GRADS + FUNCTION, "cuda": GELU_GRADS + FUNCTION + FORWARD_KERNELS + BACKWARD_KERNELS}
 FUNCTIONS_RUN = {
     "forward": {"cuda": FORWARD_KERNELS},
-    "backward": {"cuda": BACKWARD_KERNELS},
-    "rerun": {"cuda": BACKWARD_KERNELS},
+    "backward": COMPILED_BACKWARD,
+    "rerun": COMPILED_BACKWARD,
     "autograd": THROUGH_AUTOGRAD,
     "gradcheck": THROUGH_AUTOGRAD,
 }

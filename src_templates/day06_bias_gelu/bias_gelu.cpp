@@ -164,7 +164,7 @@ at::Tensor forward(const at::Tensor& x_any, const at::Tensor& bias_any, const st
 
 std::tuple<at::Tensor, at::Tensor> backward(const at::Tensor& dy_any, const at::Tensor& x_any,
                                             const at::Tensor& bias_any, const std::string& approximate) {
-  COURSE_REFUSE_UNFINISHED(x_any, "bias_gelu_backward_kernel", "sum_strips_kernel");
+  COURSE_REFUSE_UNFINISHED(x_any, "bias_gelu_backward_kernel", "sum_strips_kernel", "gelu_erf_grad", "gelu_tanh_grad");
   const GeluForm form = parse_approximate("bias_gelu backward", approximate);
   check_x("bias_gelu backward", x_any);
   check_like_x("bias_gelu backward", "bias", bias_any, x_any, {x_any.size(-1)}, "1-D [N], N = x.size(-1)");
