@@ -7,9 +7,10 @@ Every part a student writes announces itself while it is unwritten, with a line
 is unwritten, naming it.
 
 A unit's public suite says, in one table, which of these functions each op runs on each path
-(`FUNCTIONS_RUN`: {op: {"cpu" | "cuda" | "triton": ("file, function", ...)}}); the public runner runs
-a case as soon as those are written and otherwise reports the ones it waits on, without running
-it. The grader runs every case: one whose function is unwritten fails with its op's refusal.
+(`FUNCTIONS_RUN`: {row: {"cpu" | "cuda" | "triton": ("file, function", ...)}}, a row being an op, or
+an op and what cases pick within it: table_key); the public runner runs a case as soon as those
+are written and otherwise reports the ones it waits on, without running it. The grader runs
+every case: one whose function is unwritten fails with its op's refusal.
 Forward before backward, CPU before CUDA: each test's own functions, never the whole unit's.
 """
 
@@ -97,18 +98,24 @@ def case_path(case) -> str:
     return "cuda" if case.device.startswith("cuda") else "cpu"
 
 
-def table_key(case) -> str:
-    """A case's row of the FUNCTIONS_RUN table: its op, and the op it checks where it names one
-    ("opcheck rms_norm_quant")."""
-    op, target = case.params.get("op", ""), case.params.get("target", "")
-    return f"{op} {target}" if target else op
+def table_key(spec, case) -> str:
+    """A case's row of the FUNCTIONS_RUN table: its op (the suite's only one where the case names
+    none, as course.ops.op_for calls it), and what the case picks within it where it names that:
+    the op it checks ("opcheck rms_norm_quant"), the kernel version it runs ("forward vectorized").
+    An error case reads the row's "errors" one where the table has it ("forward errors"): the
+    checks an op makes before it runs anything still to write."""
+    op = case.params.get("op") or (next(iter(spec.OPS)) if len(getattr(spec, "OPS", {})) == 1 else "")
+    within = case.params.get("target") or case.params.get("kernel")
+    row = f"{op} {within}" if within else op
+    errors = f"{row} errors"
+    return errors if case.kind == "error" and errors in getattr(spec, "FUNCTIONS_RUN", {}) else row
 
 
 def functions_needed(spec, case) -> tuple[str, ...]:
     """The functions students write that `case` runs ("file, function"): its op's on its path,
     from the suite's FUNCTIONS_RUN table (nothing for a suite without one, or an op it leaves out)."""
     table = getattr(spec, "FUNCTIONS_RUN", {})
-    return tuple(table.get(table_key(case), {}).get(case_path(case), ()))
+    return tuple(table.get(table_key(spec, case), {}).get(case_path(case), ()))
 
 
 def waiting_on(needed: tuple[str, ...], todos: list[Todo]) -> list[Todo]:

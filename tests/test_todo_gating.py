@@ -6,6 +6,7 @@ import ast
 import contextlib
 import io
 import re
+import textwrap
 
 import pytest
 import torch
@@ -16,31 +17,89 @@ from course.judge import judge
 from course.loading import build_and_load
 from course.public import run_case, run_cases
 from course.spec import regions, units
-from course.todos import functions_needed, parse, unwritten, waiting_on
+from course.todos import functions_needed, parse, todo_lines, unwritten, waiting_on
 
 GATED = [unit for unit in units.all_units() if unit.has_tests and hasattr(unit.tests(hidden=False), "FUNCTIONS_RUN")]
 
-# What a student has written first: every region of a file (""), or those whose starter names a
-# function. day06: the forward kernel and the autograd Function's forward; day09: the forward
-# kernel and the CPU quantization (an operator), not the schema.
+# What a student has written first: every region of a file (""), or the functions named (each
+# one's TODO region and the regions after it, up to the next function's). day02: the checks and
+# the CPU loop, not the kernel; day03: the compiled backward and the autograd Function's forward;
+# day04: the forward, not the backward's checks nor layer_norm; day05: version 2 and one byte
+# count; day06: the forward kernel and the autograd Function's forward; day07: the CPU kernels and
+# the fake kernels, not the autograd kernel nor the module; day09: the forward kernel and the CPU
+# quantization (an operator), not the schema.
 FORWARD_WRITTEN = {
-    "day06_bias_gelu": {"bias_gelu_forward.cu": "", "bias_gelu.py": "BiasGeluFunction.forward"},
-    "day09_rmsnorm_int8": {"rmsnorm_forward.cu": "", "rmsnorm_ops.cpp": "quantize_rows_cpu"},
+    "day02_layernorm_forward": {"layernorm.cpp": ""},
+    "day03_layernorm_backward": {"layernorm.cpp": "", "layernorm.py": ("LayerNormFunction.forward",)},
+    "day04_layernorm_edge_cases": {
+        "layernorm.cpp": ("row_major, num_rows and batch_shape", "check_x", "check_forward_inputs", "forward_cuda")
+    },
+    "day05_layernorm_performance": {"layernorm_forward_warp.cu": "", "layernorm.py": ("forward_bytes",)},
+    "day06_bias_gelu": {"bias_gelu_forward.cu": "", "bias_gelu.py": ("BiasGeluFunction.forward",)},
+    "day07_layernorm_package": {
+        "csrc/layernorm_ops.cpp": ("forward_cpu and backward_cpu",),
+        "fast_layernorm/ops.py": "",
+    },
+    "day09_rmsnorm_int8": {"rmsnorm_forward.cu": "", "rmsnorm_ops.cpp": ("quantize_rows_cpu",)},
 }
 
 # With those written, what each public case waits on (a case left out waits on nothing).
 GELU_GRADS = ["gelu_erf_grad", "gelu_tanh_grad"]
+LAYERNORM_KERNEL = ["warp_reduce_sum", "layernorm_forward_kernel"]
+DAY03_KERNELS = ["layernorm_backward_dx_kernel", "param_partials_kernel", "param_sums_kernel"]
+DAY04_BACKWARD = ["check_backward_inputs", "layer_norm"]
+VERSION_3 = ["layernorm_forward_vectorized_kernel", "launch_layernorm_forward_vectorized"]
+DAY07_CUDA = "forward_cuda and backward_cuda"
+MODULE = ["LayerNorm.__init__", "LayerNorm.forward"]
 BACKWARD = ["bias_gelu_backward_kernel", "sum_strips_kernel"]
 CUDA_QUANT = ["quantize_int8", "rms_norm_quant_kernel"]
 TRITON_QUANT = ["rms_norm_quant_kernel", "rms_norm_quant_long_kernel"]
 SCHEMA = "TORCH_LIBRARY(rmsnorm_int8, m)"
 WAITING = {
+    "day02_layernorm_forward": {
+        name: LAYERNORM_KERNEL for name in ("cuda_fp32_small", "cuda_fp32_tail", "cuda_fp64_4097")
+    },
+    "day03_layernorm_backward": {
+        "cuda_fp32_small": DAY03_KERNELS,
+        "cuda_fp32_tail": DAY03_KERNELS,
+        "cpu_layer_norm_fp32": ["LayerNormFunction.backward"],
+        "cuda_layer_norm_fp32": [*DAY03_KERNELS, "LayerNormFunction.backward"],
+        "cpu_gradcheck_fp64": ["LayerNormFunction.backward"],
+        "cpu_frozen_params": ["LayerNormFunction.backward"],
+    },
+    "day04_layernorm_edge_cases": {
+        **{
+            f"{device}_bwd_{what}": DAY04_BACKWARD
+            for device in ("cpu", "cuda")
+            for what in ("d4097", "nd", "transposed", "empty", "fp16")
+        },
+        "cuda_bwd_current_stream": DAY04_BACKWARD,
+    },
+    "day05_layernorm_performance": {
+        "cpu_backward_bytes_float32": ["backward_bytes"],
+        "cuda_vectorized_fp32_d1024": VERSION_3,
+        "cuda_vectorized_bf16_d4096": VERSION_3,
+        "cuda_vectorized_misaligned": VERSION_3,
+        "cuda_perf_fp32_d1024": VERSION_3,
+    },
     "day06_bias_gelu": {
         "cpu_backward_erf_fp32": GELU_GRADS,
         "cpu_autograd_tanh_fp32": [*GELU_GRADS, "BiasGeluFunction.backward"],
         "cpu_gradcheck_tanh_fp64": [*GELU_GRADS, "BiasGeluFunction.backward"],
         "cuda_backward_erf_fp32": [*GELU_GRADS, *BACKWARD],
         "cuda_autograd_tanh_fp32": [*GELU_GRADS, *BACKWARD, "BiasGeluFunction.backward"],
+    },
+    "day07_layernorm_package": {
+        "cpu_autograd_fp64": ["forward_autograd"],
+        "cpu_opcheck_fp32": ["forward_autograd"],
+        "cpu_compiled_block": ["forward_autograd", *MODULE],
+        "cpu_state_dict_round_trip": MODULE,
+        "cuda_forward_bf16": [DAY07_CUDA],
+        "cuda_backward_fp32": [DAY07_CUDA],
+        "cuda_autograd_fp32": [DAY07_CUDA, "forward_autograd"],
+        "cuda_opcheck_fp16": [DAY07_CUDA, "forward_autograd"],
+        "cuda_compiled_block": [DAY07_CUDA, "forward_autograd", *MODULE],
+        "cuda_perf_autograd_fp32": [DAY07_CUDA, "forward_autograd"],
     },
     "day09_rmsnorm_int8": {
         "cpu_residual_fp32": [SCHEMA],
@@ -63,19 +122,24 @@ WAITING = {
 }
 
 
-def _partly_written(unit, file: str, marked: str) -> str:
-    """`file` of the template with the regions `marked` (every one, for "") written."""
-    return "".join(
-        piece.solved if piece.kind == "solution" and marked in piece.starter else piece.starter
-        for piece in regions.pieces(unit.raw(file), file)
-    )
+def _partly_written(unit, file: str, functions) -> str:
+    """`file` of the template with `functions` written (every region, for ""): the region of each
+    one's TODO line and those after it, up to the next function's."""
+    text, current = [], None
+    for piece in regions.pieces(unit.raw(file), file):
+        if piece.kind == "solution":
+            named = parse("\n".join(todo_lines(file, textwrap.dedent(piece.starter))))
+            current = named[0].function if named else current
+        written = piece.kind == "solution" and (functions == "" or current in functions)
+        text.append(piece.solved if written else piece.starter)
+    return "".join(text)
 
 
 def _forward_written(unit, folder: str) -> None:
     unit.write("template", folder)
-    for file, marked in FORWARD_WRITTEN[unit.name].items():
+    for file, functions in FORWARD_WRITTEN[unit.name].items():
         with open(f"{folder}/{file}", "w") as handle:
-            handle.write(_partly_written(unit, file, marked))
+            handle.write(_partly_written(unit, file, functions))
 
 
 @pytest.mark.parametrize("unit", GATED, ids=lambda u: u.name)
@@ -95,7 +159,7 @@ def test_every_function_to_write_holds_back_some_case(unit):
 
 def _names_refused(text: str) -> set[str]:
     """The functions the COURSE_REFUSE_UNFINISHED lines of C++ `text` name."""
-    calls = re.findall(r"^\s*COURSE_REFUSE_UNFINISHED\((.*)\);$", text, re.MULTILINE)
+    calls = re.findall(r"^\s*COURSE_REFUSE_UNFINISHED\(([^;]*)\);", text, re.MULTILINE)  # a call may wrap
     return {name for arguments in calls for name in re.findall(r'"([^"]*)"', arguments)}
 
 

@@ -61,6 +61,18 @@ def _tolerance(inputs):
 
 OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, dtypes_like("x", 3), _tolerance)}  # mean, rstd: x's dtype
 
+# What the op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its own are written (course/todos.py), so the CPU tests
+# before the kernel, and the argument checks' before the CPU loop. layernorm.cpp's forward
+# refuses while they are unwritten: the checks first, then the rest of its path.
+CHECKS = ("layernorm.cpp, check_inputs",)
+FUNCTIONS_RUN = {
+    "forward": {"cpu": CHECKS + ("layernorm.cpp, forward_cpu",),
+                "cuda": CHECKS + ("layernorm.cpp, forward_cuda", "layernorm_forward.cu, layernorm_forward_kernel",
+                                  "reductions.cuh, warp_reduce_sum")},
+    "forward errors": {"cpu": CHECKS, "cuda": CHECKS},
+}
+
 _values = values_case  # a case of today's op against the reference
 
 

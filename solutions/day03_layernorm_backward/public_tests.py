@@ -167,6 +167,30 @@ OPS = {
 }
 
 
+# What each op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its own are written (course/todos.py), so the compiled
+# backward before the autograd Function, the CPU before the kernels, the argument checks before
+# the rest. layernorm.cpp's backward refuses while its own are unwritten, each kernel only where
+# its outputs are asked for (frozen gamma and beta: dx's alone); forward, day02's, is given.
+CHECKS = ("layernorm.cpp, check_backward_inputs",)
+CPU_BACKWARD = CHECKS + ("layernorm.cpp, backward",)
+CUDA_BACKWARD = CPU_BACKWARD + ("layernorm.cpp, backward_cuda",)
+DX_KERNEL = ("layernorm_backward.cu, layernorm_backward_dx_kernel",)
+PARAM_KERNELS = ("layernorm_backward.cu, param_partials_kernel", "layernorm_backward.cu, param_sums_kernel")
+FUNCTION = ("layernorm.py, LayerNormFunction.forward", "layernorm.py, LayerNormFunction.backward")
+BACKWARD = {"cpu": CPU_BACKWARD, "cuda": CUDA_BACKWARD + DX_KERNEL + PARAM_KERNELS}
+THROUGH_AUTOGRAD = {path: FUNCTION + functions for path, functions in BACKWARD.items()}
+FUNCTIONS_RUN = {
+    "backward": BACKWARD,
+    "rerun": BACKWARD,
+    "backward errors": {"cpu": CHECKS, "cuda": CHECKS},
+    "layer_norm": THROUGH_AUTOGRAD,
+    "gradcheck": THROUGH_AUTOGRAD,
+    "saved_stats": THROUGH_AUTOGRAD,
+    "frozen_params": {"cpu": FUNCTION + CPU_BACKWARD, "cuda": FUNCTION + CUDA_BACKWARD + DX_KERNEL},
+}
+
+
 DX_HINT = "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, both means over the row's D features"
 PARAMS_HINT = ("dgamma = sum over all rows of dy * xhat, dbeta = sum of dy: does stage 1 take every row of its "
                "strip and stage 2 add every strip's partials?")
@@ -198,7 +222,7 @@ def _gradcheck_case(name, device, shape):
 
 def _error(name, words, device="cpu", **bad):
     return error_case(name, words, "check every argument in check_backward_inputs and name it",
-                      ("x", "dy", "gamma", "mean", "rstd"), device, bad=bad)
+                      ("x", "dy", "gamma", "mean", "rstd"), device, op="backward", bad=bad)
 
 
 CASES = [

@@ -326,9 +326,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x_any_l
                                                        const std::vector<int64_t>& normalized_shape,
                                                        const at::Tensor& gamma_any_layout,
                                                        const at::Tensor& beta_any_layout, double eps) {
-  const std::string todo = course::todos_blocking(x_any_layout);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  // Refused while a function this call runs is unwritten: the checks, then x's path.
+  COURSE_REFUSE_UNFINISHED(x_any_layout, "check_x", "check_forward_inputs");
   check_forward_inputs(x_any_layout, normalized_shape, gamma_any_layout, beta_any_layout, eps);
+  COURSE_REFUSE_UNFINISHED(x_any_layout, "row_major, num_rows and batch_shape", "forward_cuda");
   const at::Tensor x = row_major(x_any_layout);
   const at::Tensor gamma = row_major(gamma_any_layout);
   const at::Tensor beta = row_major(beta_any_layout);
@@ -352,8 +353,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& dy_any
                                                         const at::Tensor& mean_any_layout,
                                                         const at::Tensor& rstd_any_layout,
                                                         std::array<bool, 3> output_mask) {
-  const std::string todo = course::todos_blocking(x_any_layout);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
+  COURSE_REFUSE_UNFINISHED(x_any_layout, "check_x", "check_backward_inputs",  // and batch_shape, which it uses
+                           "row_major, num_rows and batch_shape");
   check_backward_inputs(dy_any_layout, x_any_layout, gamma_any_layout, mean_any_layout, rstd_any_layout);
   // dy comes from whatever op follows LayerNorm (a transpose's backward hands over a
   // transposed view), and x is the caller's own tensor, saved by forward as it came.

@@ -225,6 +225,29 @@ OPS = {
 }
 
 
+# What each op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its own are written (course/todos.py), so the forward before
+# the backward's checks, the CPU before forward_cuda, an error case once the checks it meets are.
+# layernorm.cpp's ops refuse while theirs are unwritten: the checks first, then the rest; the
+# backward's kernels and launch are given.
+LAYOUT = ("layernorm.cpp, row_major, num_rows and batch_shape",)
+FORWARD_CHECKS = ("layernorm.cpp, check_x", "layernorm.cpp, check_forward_inputs")
+BACKWARD_CHECKS = ("layernorm.cpp, check_x", "layernorm.cpp, check_backward_inputs") + LAYOUT  # batch_shape
+FORWARD = {"cpu": FORWARD_CHECKS + LAYOUT, "cuda": FORWARD_CHECKS + LAYOUT + ("layernorm.cpp, forward_cuda",)}
+BACKWARD_OP = {"cpu": BACKWARD_CHECKS, "cuda": BACKWARD_CHECKS}
+LAYER_NORM = ("layernorm.py, layer_norm",)
+FUNCTIONS_RUN = {
+    "forward": FORWARD,
+    "forward errors": {"cpu": FORWARD_CHECKS, "cuda": FORWARD_CHECKS},
+    "no_affine": {path: LAYER_NORM + functions for path, functions in FORWARD.items()},
+    "backward": {path: LAYER_NORM + functions + ("layernorm.cpp, check_backward_inputs",)
+                 for path, functions in FORWARD.items()},
+    "backward_op": BACKWARD_OP,
+    "overflow_forward": FORWARD,
+    "overflow_backward": BACKWARD_OP,
+}
+
+
 # ---- the cases ----
 
 # The lab's hints name the tool to reach for and what to read in its output, never the line or

@@ -293,6 +293,37 @@ OPS = {
 }
 
 
+# What each op runs of the code students write ("file, function", as its TODO line names it), by
+# path: a public test runs as soon as its own are written (course/todos.py), so the operators
+# before their autograd, fake kernels and module, the CPU before CUDA. The operators refuse while
+# their kernels are unwritten, after the checks, which are given; forward's autograd kernel only
+# where a gradient is asked for.
+KERNELS = {"cpu": ("csrc/layernorm_ops.cpp, forward_cpu and backward_cpu",),
+           "cuda": ("csrc/layernorm_ops.cpp, forward_cuda and backward_cuda",)}
+AUTOGRAD = ("csrc/layernorm_ops.cpp, forward_autograd",)
+FAKES = ("fast_layernorm/ops.py, _forward_fake", "fast_layernorm/ops.py, _backward_fake")  # what tracing runs
+MODULE = ("fast_layernorm/module.py, LayerNorm.__init__", "fast_layernorm/module.py, LayerNorm.forward")
+
+
+def _and(*functions):
+    """Each path's kernels and `functions`."""
+    return {path: kernels + sum(functions, ()) for path, kernels in KERNELS.items()}
+
+
+FUNCTIONS_RUN = {
+    "forward": KERNELS,
+    "forward errors": {},
+    "backward_op": KERNELS,
+    "autograd": _and(AUTOGRAD),
+    "on_inputs_gpu": _and(AUTOGRAD),
+    "perf": _and(AUTOGRAD),
+    "opcheck": _and(AUTOGRAD, FAKES),
+    "compiled": _and(AUTOGRAD, FAKES, MODULE),
+    "state_dict": _and(MODULE),  # under no_grad
+    "memory": _and(AUTOGRAD, MODULE),
+}
+
+
 # ---- the cases ----
 
 HINTS = {

@@ -86,12 +86,11 @@ COURSE_TODO_CPU("day07: csrc/layernorm_ops.cpp, forward_cpu and backward_cpu: th
 
 Tensors forward_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
                     const std::optional<at::Tensor>& bias, double eps) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_x("forward", x);
   TORCH_CHECK(eps > 0, "forward: eps must be > 0, got ", eps);
   const at::Tensor w = param_or("forward", "weight", weight, x, 1.0);
   const at::Tensor b = param_or("forward", "bias", bias, x, 0.0);
+  COURSE_REFUSE_UNFINISHED(x, "forward_cpu and backward_cpu");  // after the checks, which are given
   // BEGIN SOLUTION
   const at::Tensor xs = x.to(stats_dtype(x));
   const at::Tensor mean = xs.mean(-1);
@@ -107,10 +106,9 @@ Tensors forward_cpu(const at::Tensor& x, const std::optional<at::Tensor>& weight
 
 Tensors backward_cpu(const at::Tensor& dy, const at::Tensor& x, const std::optional<at::Tensor>& weight,
                      const at::Tensor& mean, const at::Tensor& rstd) {
-  const std::string todo = course::todos_blocking(x);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_backward(dy, x, mean, rstd);
   const at::Tensor w = param_or("backward", "weight", weight, x, 1.0);
+  COURSE_REFUSE_UNFINISHED(x, "forward_cpu and backward_cpu");
   // BEGIN SOLUTION
   const auto acc = stats_dtype(x);
   const at::Tensor dys = dy.to(acc);
@@ -136,13 +134,12 @@ COURSE_TODO_CUDA("day07: csrc/layernorm_ops.cpp, forward_cuda and backward_cuda:
 
 Tensors forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& weight,
                      const std::optional<at::Tensor>& bias, double eps) {
-  const std::string todo = course::todos_blocking(x_any);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_x("forward", x_any);
   TORCH_CHECK(eps > 0, "forward: eps must be > 0, got ", eps);
   const at::Tensor x = x_any.contiguous();
   const at::Tensor w = param_or("forward", "weight", weight, x, 1.0);
   const at::Tensor b = param_or("forward", "bias", bias, x, 0.0);
+  COURSE_REFUSE_UNFINISHED(x, "forward_cuda and backward_cuda");
   // BEGIN SOLUTION
   auto y = at::empty_like(x);
   auto mean = at::empty(batch_shape(x), x.options().dtype(stats_dtype(x)));
@@ -168,13 +165,12 @@ Tensors forward_cuda(const at::Tensor& x_any, const std::optional<at::Tensor>& w
 
 Tensors backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const std::optional<at::Tensor>& weight,
                       const at::Tensor& mean_any, const at::Tensor& rstd_any) {
-  const std::string todo = course::todos_blocking(x_any);
-  TORCH_CHECK(todo.empty(), "this op is not finished yet:\n", todo);
   check_backward(dy_any, x_any, mean_any, rstd_any);
   const at::Tensor dy = dy_any.contiguous(), x = x_any.contiguous();
   const at::Tensor mean = mean_any.contiguous(), rstd = rstd_any.contiguous();
   const at::Tensor w = param_or("backward", "weight", weight, x, 1.0);
   const int64_t rows = x.numel() / x.size(-1), cols = x.size(-1);
+  COURSE_REFUSE_UNFINISHED(x, "forward_cuda and backward_cuda");
   // BEGIN SOLUTION
   auto dx = at::empty_like(x);
   if (rows == 0) return {dx, at::zeros({cols}, x.options()), at::zeros({cols}, x.options())};  // sums of nothing
@@ -266,9 +262,19 @@ struct LayerNormBackward : public torch::autograd::Node {
   }
 };
 
+// STUB
+COURSE_TODO("day07: csrc/layernorm_ops.cpp, forward_autograd: a torch::autograd::Function whose forward calls the forward operator below autograd and saves x, weight, mean and rstd, and whose backward calls the backward operator, then delete this line");
+// END SOLUTION
+
+// forward's Autograd kernel: the device's forward, and where a gradient is asked for, the
+// backward node that leads to the backward operator.
 Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& weight,
                          const std::optional<at::Tensor>& bias, double eps) {
   const at::Tensor w = weight.value_or(at::Tensor()), b = bias.value_or(at::Tensor());
+  if (torch::autograd::compute_requires_grad(x, w, b)) {  // without a gradient, only forward runs
+    COURSE_REFUSE_UNFINISHED(x, "forward_autograd");
+  }
+  // BEGIN SOLUTION
   TORCH_CHECK(!torch::autograd::isFwGradDefined(x) && !torch::autograd::isFwGradDefined(w) &&
                   !torch::autograd::isFwGradDefined(b),
               "forward: forward-mode AD (dual tensors, torch.func.jvp) is not implemented for this operator");
@@ -289,16 +295,11 @@ Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& w
     torch::autograd::set_history(std::get<0>(outputs), node);  // y's gradient flows into node
   }
   return outputs;
-}
-// STUB
-COURSE_TODO("day07: csrc/layernorm_ops.cpp, forward_autograd: a torch::autograd::Function whose forward calls the forward operator below autograd and saves x, weight, mean and rstd, and whose backward calls the backward operator, then delete this line");
-
-Tensors forward_autograd(const at::Tensor& x, const std::optional<at::Tensor>& weight,
-                         const std::optional<at::Tensor>& bias, double eps) {
+  // STUB
   at::AutoDispatchBelowADInplaceOrView below_autograd;  // TODO(day07): no gradients recorded yet
   return call_forward(x, weight, bias, eps);
+  // END SOLUTION
 }
-// END SOLUTION
 
 // ---- layer_norm, what users call: to forward what aten::layer_norm is to aten::native_layer_norm ----
 
