@@ -30,6 +30,8 @@ class Op:
     # own raw outputs (gradcheck), worked out by the judge, not the child
     host_outputs: tuple[str, ...] = ()  # outputs the call makes on the CPU (a count, a verdict); every
     # other one must come back on the case's device
+    in_place: tuple[str, ...] = ()  # outputs that are inputs the op writes in place, returned to be
+    # judged: they share the inputs' memory by design (course.cases.Case.called_fresh)
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
