@@ -294,7 +294,13 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
 
     if SIDE_STREAM in case.checks:
         return collected([_call_on_side_stream(spec, ext, s, device) for s in input_sets])
+    return _values_calls(spec, ext, case, input_sets)
 
+
+def _values_calls(spec, ext, case: Case, input_sets: list[dict]) -> dict:
+    """A values case's result: a call on each input set, the first in new buffers, the next in
+    the same ones refilled, and where the case is called fresh the last in new buffers again."""
+    device, result = case.device, {}
     buffers = to_device(spec, case, input_sets[0])
     fresh = len(input_sets) - 1 if case.called_fresh and len(input_sets) > 1 else None
     pairs, first = [], None

@@ -354,7 +354,8 @@ def _draw_named(case: Case, index: int, count: int) -> str:
 
 
 def _draws_problems(spec, case: Case, input_sets: list[dict], result: dict) -> list[str]:
-    """What is wrong with the first input set's outputs that is; else the next's, and so on."""
+    """The problems of the first input set whose outputs are wrong, named by its call; [] when
+    every set's are right."""
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
         problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
             spec, inputs, outputs
