@@ -52,6 +52,37 @@ def _outputs_problem(spec, input_sets: list[dict], result: dict) -> str:
     return ""
 
 
+def _fresh_call_problem(spec, input_sets: list[dict], result: dict) -> str:
+    """'' when a case called last on new buffers (Case.called_fresh) holds the first call's
+    outputs as they were after the last call, and the memory of every output and input."""
+    after, memory = result.get("first_after"), result.get("memory")
+    names = op_for(spec, input_sets[0]).outputs
+    if not isinstance(after, (list, tuple)) or len(after) != len(result["outputs"][0]):
+        return "the first call's outputs after the last call are missing"
+    problem = next(
+        filter(None, (_tensor_problem(f"{name} after the last call", v) for name, v in zip(names, after))), ""
+    )
+    if problem:
+        return problem
+    if not isinstance(memory, dict) or set(memory) != {"first", "last", "first_inputs", "last_inputs"}:
+        return "where the outputs and inputs lie in memory is missing"
+    for key, spans in memory.items():
+        # the outputs: one span each; the inputs: as many as the spec's layouts made
+        count = len(after) if key in ("first", "last") else None
+        if not isinstance(spans, (list, tuple)) or len(spans) != (count or len(spans)) or not all(map(_is_span, spans)):
+            return f"where the {key.replace('_', ' ')} lie in memory is not one [start, end) per tensor"
+    return ""
+
+
+def _is_span(span) -> bool:
+    return (
+        isinstance(span, (list, tuple))
+        and len(span) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in span)
+        and 0 <= span[0] <= span[1]
+    )
+
+
 def timing_problem(result, key: str = "timing") -> str:
     timing = result.get(key) if isinstance(result, dict) else None
     if not isinstance(timing, dict):
@@ -78,6 +109,8 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
     if case.kind == "perf":
         return timing_problem(result) or _outputs_problem(spec, input_sets, result)
     problem = _outputs_problem(spec, input_sets, result)
+    if not problem and case.called_fresh and len(input_sets) > 1:
+        problem = _fresh_call_problem(spec, input_sets, result)
     # (a side-stream run records no inputs after the call: it copies them in on its stream)
     if not problem and INPUTS_UNCHANGED in case.checks and SIDE_STREAM not in case.checks:
         after = result.get("inputs_after")

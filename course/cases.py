@@ -43,6 +43,11 @@ DRAWS = 3
 DRAWN_ELEMENTS = 1 << 20
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
 
+# A values case up to this size is called last on new buffers holding new values, while the
+# first call's outputs are kept: an op that hands out one buffer again (a static output
+# tensor) or returns its input shows there. Larger cases would need their memory twice.
+FRESH_ELEMENTS = 1 << 22
+
 
 @dataclass(frozen=True)
 class Case:
@@ -62,14 +67,29 @@ class Case:
     needs: tuple[str, ...] = ()  # cases that must pass before this one runs (names or fnmatch patterns)
     triton: bool = False  # the op compiles Triton kernels in the case's dtype (course/dtypes.py)
     note: str = ""  # what the run changed about the case and why (course/dtypes.py), shown with its verdict
+    fresh_call: bool = True  # a small values case: called last on new buffers (called_fresh)
 
     @property
     def input_sets(self) -> int:
         if self.kind == "perf":  # timed calls rotate over sets, so none is served from cache
             return self.params.get("input_sets", 3)
         if self.kind == "values" and self.drawn_again:
-            return DRAWS
-        return 2 if ROTATED in self.checks else 1
+            return DRAWS  # the last draw is the fresh call's where called_fresh
+        return 1 + (ROTATED in self.checks) + self.called_fresh
+
+    @property
+    def called_fresh(self) -> bool:
+        """A values case whose last input set is called on new buffers while the first call's
+        outputs are kept: those must still hold their values, and no output may share memory
+        with an earlier call's outputs or with its own inputs. (A side-stream case makes its
+        own buffers for every set.)"""
+        return (
+            self.kind == "values"
+            and self.fresh_call
+            and SIDE_STREAM not in self.checks
+            and self.elements is not None
+            and self.elements <= FRESH_ELEMENTS
+        )
 
     @property
     def elements(self) -> int | None:

@@ -248,6 +248,31 @@ def _refill(buffers: dict, inputs: dict) -> None:
             buffers[k] = v
 
 
+def _memory(values) -> list[list[int]]:
+    """[first byte, end) of the memory of each tensor's storage ([0, 0] for none: an empty
+    tensor or no tensor), as numbers for the judge."""
+    spans = []
+    for value in values:
+        storage = value.untyped_storage() if isinstance(value, torch.Tensor) else None
+        start = storage.data_ptr() if storage is not None and storage.nbytes() else 0
+        spans.append([start, start + storage.nbytes()] if start else [0, 0])
+    return spans
+
+
+def _fresh_call_data(first: tuple, last: tuple, first_inputs: dict, last_inputs: dict) -> dict:
+    """What the judge reads of a case called last on new buffers (Case.called_fresh): the first
+    call's outputs as they are now, and where every output and input tensor lies in memory."""
+    return {
+        "first_after": for_judge(first)[0],
+        "memory": {
+            "first": _memory(first),
+            "last": _memory(last),
+            "first_inputs": _memory(first_inputs.values()),
+            "last_inputs": _memory(last_inputs.values()),
+        },
+    }
+
+
 def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> dict:
     """Run the case; return {"outputs": [tuple per input set], "output_devices": [the devices
     they came back on, per set], ...} or {"error": (type, message)}; a perf case: {"timing":
@@ -269,11 +294,20 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
 
     if SIDE_STREAM in case.checks:
         return collected([_call_on_side_stream(spec, ext, s, device) for s in input_sets])
+    return _values_calls(spec, ext, case, input_sets)
 
+
+def _values_calls(spec, ext, case: Case, input_sets: list[dict]) -> dict:
+    """A values case's result: a call on each input set, the first in new buffers, the next in
+    the same ones refilled, and where the case is called fresh the last in new buffers again."""
+    device, result = case.device, {}
     buffers = to_device(spec, case, input_sets[0])
-    pairs = []
+    fresh = len(input_sets) - 1 if case.called_fresh and len(input_sets) > 1 else None
+    pairs, first = [], None
     for index, inputs in enumerate(input_sets):
-        if index:  # same buffers, new values: results cached by pointer or shape show
+        if index == fresh:  # new buffers; the first call's inputs and outputs stay alive beside them
+            first_inputs, buffers = buffers, to_device(spec, case, inputs)
+        elif index:  # same buffers, new values: results cached by pointer or shape show
             _refill(buffers, inputs)
         profiled_here = OWN_KERNEL in case.checks and index == len(input_sets) - 1
         if profiled_here:
@@ -282,9 +316,9 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
                 synchronize(device)
             _refill(buffers, inputs)  # the judged call sees the set's values, whatever this one did
         if POISON in case.checks:
-            first = _as_tuple(call(spec, ext, buffers))
-            metas = [(t.shape, t.dtype) for t in first]
-            del first  # its blocks go back to the allocator, to be poisoned and handed out again
+            poisoned = _as_tuple(call(spec, ext, buffers))
+            metas = [(t.shape, t.dtype) for t in poisoned]
+            del poisoned  # its blocks go back to the allocator, to be poisoned and handed out again
             _poison_allocator(metas, device)
         if profiled_here:
             profiled = profile(spec, ext, buffers, device)  # the last set's judged call
@@ -293,7 +327,10 @@ def execute(spec, ext, case: Case, input_sets: list[dict], reference=None) -> di
         else:
             got = _as_tuple(call(spec, ext, buffers))
             synchronize(device)
+        first = got if index == 0 else first
         pairs.append(for_judge(got))
+    if fresh is not None:
+        result.update(_fresh_call_data(first, got, first_inputs, buffers))
     result.update(collected(pairs))
     if INPUTS_UNCHANGED in case.checks:
         result["inputs_after"] = {k: v.detach().cpu() for k, v in buffers.items() if isinstance(v, torch.Tensor)}

@@ -347,6 +347,77 @@ def _measurements(ours, torchs, reference, ratio: float, nbytes: int) -> dict:
     return measurements
 
 
+def _draw_named(case: Case, index: int, count: int) -> str:
+    """How a message names the call on input set `index` of `count` (the first goes unnamed)."""
+    if index and index == count - 1 and case.called_fresh:
+        return f"on call {index + 1} of {count}, with new values in new buffers: "
+    if index == 1 and ROTATED in case.checks:
+        return "on the second call, with new values in the same buffers: "
+    return f"on input draw {index + 1} of {count} (new values in the same buffers): " if index else ""
+
+
+def _draws_problems(spec, case: Case, input_sets: list[dict], result: dict) -> list[str]:
+    """The problems of the first input set whose outputs are wrong, named by its call; [] when
+    every set's are right."""
+    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
+        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
+            spec, inputs, outputs
+        )
+        if problems:
+            return [_draw_named(case, index, len(input_sets)) + p for p in problems]
+    return []
+
+
+def _overlaps(span: list[int], others: list[list[int]]) -> bool:
+    start, end = span
+    return start < end and any(other_start < end and start < other_end for other_start, other_end in others)
+
+
+def _same_values(got: torch.Tensor, before: torch.Tensor) -> bool:
+    """Bit for bit, NaN where there was NaN."""
+    if got.shape != before.shape or got.dtype != before.dtype:
+        return False
+    if not got.is_floating_point():
+        return torch.equal(got, before)
+    return bool(torch.eq(got, before).logical_or_(got.isnan() & before.isnan()).all())
+
+
+def _fresh_call_problems(spec, input_sets: list[dict], result: dict) -> list[str]:
+    """A case called last on new buffers (Case.called_fresh; the harness's "memory" and
+    "first_after"): no output may share memory with its own call's inputs or with the first
+    call's outputs, and the first call's outputs must still hold what they held."""
+    memory, after = result.get("memory"), result.get("first_after")
+    if memory is None or after is None:  # not such a case (the grader's schema asks for both where it is)
+        return []
+    op = op_for(spec, input_sets[-1])
+    own = [i for i, name in enumerate(op.outputs) if name not in op.in_place]  # in place: an input by design
+    first, last, before = (
+        [memory["first"][i] for i in own],
+        [memory["last"][i] for i in own],
+        [result["outputs"][0][i] for i in own],
+    )
+    names, after = [op.outputs[i] for i in own], [after[i] for i in own]
+    problems = [
+        f"{name} shares memory with an input: return a new tensor, not an input or a view of one"
+        for spans, inputs in ((first, memory["first_inputs"]), (last, memory["last_inputs"]))
+        for name, span in zip(names, spans)
+        if _overlaps(span, inputs)
+    ]
+    problems += [
+        f"{name} of the last call shares memory with an output of the first call: every call must "
+        "return new tensors, not a buffer kept from an earlier call"
+        for name, span in zip(names, last)
+        if _overlaps(span, first)
+    ]
+    problems += [
+        f"{name} of the first call changed when the op was called again: every call must return new "
+        "tensors, not a buffer kept from an earlier call"
+        for name, got, was in zip(names, after, before)
+        if not _same_values(got, was)
+    ]
+    return problems[:1]  # the first says enough: a kept buffer both shares memory and changes
+
+
 def judge(
     spec, case: Case, input_sets: list[dict], result: dict, baseline=None, own_kernels: frozenset[str] | None = None
 ) -> Verdict:
@@ -360,20 +431,10 @@ def judge(
         return Verdict(False, refusal(result["exception"]) or result["exception"])
     if case.kind == "error":
         return _judge_error(case, result)
-    problems = []
-    for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
-        problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
-            spec, inputs, outputs
-        )
-        if index == 1 and ROTATED in case.checks:
-            problems = ["on the second call, with new values in the same buffers: " + p for p in problems]
-        elif index:
-            problems = [
-                f"on input draw {index + 1} of {len(input_sets)} (new values in the same buffers): " + p
-                for p in problems
-            ]
-        if problems:
-            break
+    problems = _draws_problems(spec, case, input_sets, result)
+    kept = [] if problems else _fresh_call_problems(spec, input_sets, result)
+    if kept:  # the case's hint is about its values, which were right
+        return Verdict(False, "\n".join(kept))
     if INPUTS_UNCHANGED in case.checks and not problems:
         for name, after in result.get("inputs_after", {}).items():
             if not torch.equal(after, input_sets[-1][name]):

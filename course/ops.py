@@ -33,6 +33,8 @@ class Op:
     diagnose: Callable | None = None  # (output name, got, inputs) -> lines naming the mistake a wrong
     # output follows: a unit's own reading of a mismatch (day06: which term of GELU's derivative
     # is off), shown beside course.hints' patterns
+    in_place: tuple[str, ...] = ()  # outputs that are inputs the op writes in place, returned to be
+    # judged: they share the inputs' memory by design (course.cases.Case.called_fresh)
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)

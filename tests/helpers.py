@@ -142,3 +142,12 @@ else:  # older Triton (torch 2.4's 3.0, 2.6's 3.2) calls them constants
 print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
 """
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+
+
+def with_fresh_call_data(case, result: dict) -> dict:
+    """`result`, a forged honest one, with what a case called last on new buffers also returns
+    (course.cases.Case.called_fresh): the first call's outputs unchanged, every tensor apart."""
+    if not case.called_fresh or len(result["outputs"]) < 2:
+        return result
+    apart = {"first": [[64, 128]], "last": [[256, 512]], "first_inputs": [[0, 0]], "last_inputs": [[0, 0]]}
+    return {**result, "first_after": result["outputs"][0], "memory": apart}

@@ -9,6 +9,7 @@ import types
 
 import pytest
 import torch
+from helpers import with_fresh_call_data
 
 import autograder
 from autograder import results
@@ -49,13 +50,14 @@ def _spec(*names: str, extra: tuple[Case, ...] = ()):
 def _honest(case: Case, input_sets: list[dict]) -> dict:
     """A well-formed raw result with the right outputs, as a test process writes it."""
     outputs = [tuple(t.to(inputs["x"].dtype) for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
-    return {
+    result = {
         "outputs": outputs,
         "output_devices": [(case.device,) for _ in input_sets],
         "inputs_after": {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)},
         "ops": [],
         "kernels": [],
     }
+    return with_fresh_call_data(case, result)
 
 
 class FakeSandbox:

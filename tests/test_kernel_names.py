@@ -81,7 +81,7 @@ def test_triton_kernels_are_the_jit_functions(tmp_path):
 
 def _own_kernel_verdict(kernels, own=frozenset({"relu_bias_kernel"})):
     case = next(c for c in SPEC.CASES if c.name == "cuda_own_kernel")
-    (inputs,) = make_input_sets(SPEC, case, seed=1)
+    inputs = make_input_sets(SPEC, case, seed=1)[0]
     outputs = [tuple(t.to(inputs["x"].dtype) for t in SPEC.OPS["forward"].reference(inputs))]
     return judge(SPEC, case, [inputs], {"outputs": outputs, "ops": [], "kernels": kernels}, own_kernels=own)
 

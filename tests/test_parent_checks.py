@@ -10,6 +10,7 @@ import zipfile
 import nbformat
 import pytest
 import torch
+from helpers import with_fresh_call_data
 
 from autograder.build_log import student_errors
 from autograder.result_schema import result_problem
@@ -44,20 +45,24 @@ def _honest(case_name: str) -> tuple:
     result["output_devices"] = [(case.device,) for _ in input_sets]
     result["inputs_after"] = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
     result["ops"], result["kernels"] = [], []
-    return case, input_sets, result
+    return case, input_sets, with_fresh_call_data(case, result)
 
 
 @pytest.mark.parametrize(
     "case_name, forge, problem",
     [
-        ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 1"),
-        ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",)]}, "y is a str, not a tensor"),
+        ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 2"),
+        ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",), *r["outputs"][1:]]}, "y is a str, not a tensor"),
         ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
         ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
-        ("cpu_fp64_small", lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),)]}, "not a plain tensor"),
+        (
+            "cpu_fp64_small",
+            lambda r: {**r, "outputs": [(r["outputs"][0][0].to_sparse(),), *r["outputs"][1:]]},
+            "not a plain tensor",
+        ),
         ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "output_devices"}, "devices of the outputs"),
-        ("cpu_fp64_small", lambda r: {**r, "output_devices": [()]}, "devices of output set 0"),
-        ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,)]}, "devices of output set 0"),
+        ("cpu_fp64_small", lambda r: {**r, "output_devices": [(), ("cpu",)]}, "devices of output set 0"),
+        ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,), ("cpu",)]}, "devices of output set 0"),
         ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
         ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
         ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
@@ -144,11 +149,12 @@ def test_outputs_must_come_back_on_the_inputs_device():
     case = CASES["cuda_fp32_small"]
     input_sets = make_input_sets(SPEC, case, seed=1)
     outputs = [tuple(t.float() for t in SPEC.OPS["forward"].reference(inputs)) for inputs in input_sets]
-    assert judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": [("cuda:0",)]}).passed
-    verdict = judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": [("cpu",)]})
+    on_gpu, on_cpu = [("cuda:0",)] * len(outputs), [("cpu",)] * len(outputs)
+    assert judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": on_gpu}).passed
+    verdict = judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": on_cpu})
     assert not verdict.passed and "y came back on cpu, but the inputs are on cuda" in verdict.message
     gradcheck = CASES["cuda_gradcheck_fp64"]
-    (inputs,) = make_input_sets(SPEC, gradcheck, seed=1)
+    inputs = make_input_sets(SPEC, gradcheck, seed=1)[0]
     raw = jacobian_probe(lambda x, bias: _ReluBias.apply(x, bias, 1.0), inputs, ("x", "bias"))
     assert judge(SPEC, gradcheck, [inputs], {"outputs": [raw], "output_devices": [("cpu", "cpu")]}).passed
 
@@ -173,7 +179,7 @@ class _ReluBias(torch.autograd.Function):
 def _gradcheck_verdict(factor: float = 1.0, forge=None):
     """The judge's verdict on a gradcheck case, from jacobian_probe run here as a child would."""
     case = CASES["cpu_gradcheck_fp64"]
-    (inputs,) = make_input_sets(SPEC, case, seed=1)
+    inputs = make_input_sets(SPEC, case, seed=1)[0]  # the first set: one call's raw data
     raw = jacobian_probe(lambda x, bias: _ReluBias.apply(x, bias, factor), inputs, ("x", "bias"))
     raw = forge(raw) if forge else raw
     result = {"outputs": [raw], "output_devices": [("cpu",) * len(raw)]}
@@ -361,9 +367,12 @@ def test_a_small_16_bit_case_is_judged_on_every_draw():
     after = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
     devices = [("cpu",)] * 3
     assert judge(SPEC, case, input_sets, {"outputs": outputs, "output_devices": devices, "inputs_after": after}).passed
-    stale = outputs[:2] + [outputs[1]]  # the third draw answered with the second's y
+    stale = outputs[:1] * 2 + outputs[2:]  # the second draw answered with the first's y
     verdict = judge(SPEC, case, input_sets, {"outputs": stale, "output_devices": devices, "inputs_after": after})
-    assert not verdict.passed and verdict.message.startswith("on input draw 3 of 3")
+    assert not verdict.passed and verdict.message.startswith("on input draw 2 of 3 (new values in the same buffers)")
+    stale = outputs[:2] + [outputs[1]]  # the third, in new buffers, answered with the second's y
+    verdict = judge(SPEC, case, input_sets, {"outputs": stale, "output_devices": devices, "inputs_after": after})
+    assert not verdict.passed and verdict.message.startswith("on call 3 of 3, with new values in new buffers")
 
 
 def test_a_16_bit_case_sized_without_a_shape_is_drawn_once():

@@ -134,10 +134,10 @@ def _gradients_case(name, device, shape, dtype=torch.float32, **params):
                 checks=(INPUTS_UNCHANGED,), hint=GRADIENT_HINT)
 
 
-def _gradcheck_case(name, device):
+def _gradcheck_case(name, device, shape=(3, 32)):
     # N = 32 fills whole blocks of columns: gradcheck calls the op hundreds of times, and its
     # verdict must not hang on the race a missing bounds check causes (the tail cases catch that).
-    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=(3, 32), dtype=torch.float64, op="gradcheck"),
+    return Case(name, f"{device}_gradients", device, 1.0, dict(shape=shape, dtype=torch.float64, op="gradcheck"),
                 hint="torch.autograd.gradcheck(relu_bias, (x, bias)) on small float64 inputs with "
                      "requires_grad=True prints the numerical and your analytical Jacobians")
 

@@ -10,8 +10,9 @@ A case's inputs name what it runs ("op"):
 - gradcheck: torch.autograd.gradcheck's test of layer_norm in float64, judged from the raw data
   (course.ops.jacobian_probe);
 - frozen_params: gamma and beta do not require grad: backward must return None for them;
-- saved_stats: layer_norm's gradients while counting forward calls: backward must use the
-  saved mean and rstd, not run forward again.
+- saved_stats: layer_norm's gradients while counting forward calls and watching what autograd
+  saves (saved_tensors_hooks): forward runs once, and backward reads the mean and rstd it
+  returned from ctx.saved_tensors, not from anywhere else.
 Every op runs with torch.use_deterministic_algorithms(True), under which at::empty hands
 out memory filled with NaN: a buffer that is read before it is written shows up as NaN.
 """
@@ -33,7 +34,7 @@ FORBIDDEN_OPS = ("aten::native_layer_norm_backward", "aten::layer_norm", "aten::
                  "aten::sum", "aten::mean", "aten::mul", "aten::sub", "aten::add", "aten::div")
 RERUN_OUTPUTS = GRADIENTS + tuple(f"{name} change on rerun" for name in GRADIENTS)
 FROZEN_OUTPUTS = ("dx", "dgamma is None", "dbeta is None")
-SAVED_OUTPUTS = ("dx", "forward calls")
+SAVED_OUTPUTS = ("dx", "forward calls", "mean and rstd read from ctx.saved_tensors")
 
 
 def make_inputs(case, generator):
@@ -92,13 +93,38 @@ def _frozen_params(ext, inputs):
     return dx, torch.tensor(dgamma is None), torch.tensor(dbeta is None)
 
 
+class _SavedTensors:
+    """What autograd saves for backward while it is on (saved_tensors_hooks), and which of
+    those tensors backward read: a statistic kept anywhere else (a dict, an attribute of ctx)
+    is not among them."""
+
+    def __init__(self):
+        self.packed, self.unpacked = [], set()
+        self.hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def _pack(self, tensor):
+        self.packed.append(tensor)
+        return len(self.packed) - 1
+
+    def _unpack(self, index):
+        self.unpacked.add(index)
+        return self.packed[index]
+
+    def read_in_backward(self, value) -> bool:
+        """Whether backward read a saved tensor holding exactly `value`."""
+        return any(
+            self.packed[i].shape == value.shape and torch.equal(self.packed[i].detach().double(), value.double())
+            for i in self.unpacked
+        )
+
+
 def _saved_stats(ext, inputs):
     compiled, calls = ext._ext, []
     forward = compiled.forward
 
     def counted_forward(*args):
-        calls.append(args)
-        return forward(*args)
+        calls.append(forward(*args))
+        return calls[-1]
 
     # Every name bound to the compiled forward counts, in the module and in the student's own
     # (`forward = _ext.forward` at import is as right as calling _ext.forward each time).
@@ -106,12 +132,16 @@ def _saved_stats(ext, inputs):
              if value is forward]
     for holder, name in bound:
         setattr(holder, name, counted_forward)
+    saved = _SavedTensors()
     try:
-        dx, _, _ = _layer_norm(ext, inputs)
+        with saved.hooks:
+            dx, _, _ = _layer_norm(ext, inputs)
     finally:
         for holder, name in bound:
             setattr(holder, name, forward)
-    return dx, torch.tensor(len(calls))
+    # The first forward's mean and rstd (its outputs 1 and 2) must reach backward as saved tensors.
+    read = bool(calls) and all(saved.read_in_backward(statistic.detach()) for statistic in calls[0][1:3])
+    return dx, torch.tensor(len(calls)), torch.tensor(read)
 
 
 # ---- what is right ----
@@ -161,8 +191,9 @@ OPS = {
                         lambda inputs: (_from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)),
                         FROZEN_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.bool, torch.bool),
                         _exact_but_gradients(FROZEN_OUTPUTS), host_outputs=FROZEN_OUTPUTS[1:]),
-    "saved_stats": Op(nan_filled(_saved_stats), lambda inputs: (_from_autograd(inputs)[0], torch.tensor(1)),
-                      SAVED_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.int64),
+    "saved_stats": Op(nan_filled(_saved_stats),
+                      lambda inputs: (_from_autograd(inputs)[0], torch.tensor(1), torch.tensor(True)),
+                      SAVED_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.int64, torch.bool),
                       _exact_but_gradients(SAVED_OUTPUTS), host_outputs=SAVED_OUTPUTS[1:]),
 }
 
@@ -202,7 +233,8 @@ STABLE_HINT = ("|mean| >> std here: compute xhat = (x - mean) * rstd as written;
                "x * rstd - mean * rstd cancels catastrophically")
 STRIDE_HINT = "dy is not contiguous here: make it row-major in backward (dy.contiguous()) before reading it"
 FROZEN_HINT = "pass ctx.needs_input_grad[:3] to _ext.backward as output_mask: it returns None for frozen gamma and beta"
-SAVED_HINT = "save mean and rstd in forward with ctx.save_for_backward; backward must not run forward again"
+SAVED_HINT = ("save mean and rstd in forward with ctx.save_for_backward and take them from ctx.saved_tensors in "
+              "backward; backward must not run forward again")
 GRADCHECK_HINT = ("torch.autograd.gradcheck(layer_norm, (x, gamma, beta)) on small float64 inputs with "
                   "requires_grad=True prints the numerical and your analytical Jacobians")
 

@@ -10,6 +10,7 @@ CASES = [
     *PUBLIC_CASES,
     _bytes_case("forward_bytes", (65536, 7), torch.float32),
     _bytes_case("forward_bytes", (3, 320), torch.float64),
+    _bytes_case("forward_bytes", (8192, 1024), torch.bfloat16),
     _bytes_case("backward_bytes", (2048, 12288), torch.bfloat16),
     _error("cpu_error_x_on_cpu", ("x", "CUDA"), "x_on_cpu"),
     *[case for kernel in STUDENT_KERNELS for case in (

@@ -29,6 +29,7 @@ CASES = [
     _forward_case("cpu", "erf", FP32, (2, 3, 5, 64), "nd"),
     _forward_case("cpu", "tanh", FP32, (48, 80), "transposed", layouts={"x": "transposed"}),
     _forward_case("cpu", "erf", FP32, (1, 1000), "single_row"),
+    _forward_case("cpu", "erf", FP32, (80, 1537), "wide"),
     _forward_case("cpu", "erf", FP32, (0, 64), "empty"),
     *[_forward_case("cpu", form, dtype, (64, 128), "extreme", extreme=True, hint=HINTS["extreme"])
       for form in ("erf", "tanh") for dtype in (FP32, FP16, BF16)],
@@ -43,6 +44,7 @@ CASES = [
     _case("cpu", "rerun", "erf", FP32, (500, 300), hint=HINTS["rerun"]),
     _autograd_case("cpu", "erf", FP32, (48, 80), "transposed", layouts={"x": "transposed"}),
     _autograd_case("cpu", "erf", BF16, (33, 64)),
+    _autograd_case("cpu", "erf", FP32, (64, 300), "wide"),
     _gradcheck_case("cpu", "erf", (4, 33)),
     _forward_case("cpu", "erf", FP32, (64, 256), "own_code", checks=(OWN_KERNEL,)),
     _backward_case("cpu", "erf", FP32, (64, 256), "own_code", checks=(OWN_KERNEL,)),

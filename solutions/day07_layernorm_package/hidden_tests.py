@@ -34,6 +34,8 @@ def _edges(device):
         _case("backward_no_weight", device, "backward_op", (32, 128), affine="none", checks=(),
               hint=HINTS["weight_none"]),
         _case("backward_many_rows", device, "backward_op", (5000, 64), checks=()),
+        _case("backward_wide", device, "backward_op", (96, 1536), checks=()),
+        _case("forward_many_rows", device, "forward", (3000, 96)),
         _case("autograd_3d", device, "autograd", (4, 9, 80), checks=()),
         _case("autograd_two_dims", device, "autograd", (6, 4, 24), normalized_shape=(4, 24), checks=()),
         _case("forward_transposed", device, "forward", (48, 64), layout="transposed"),
@@ -55,6 +57,7 @@ CASES = [
     *[_case(f"autograd_{name}", "cuda", "autograd", (96, 512), dtype, checks=()) for name, dtype in
       (("fp16", FP16), ("bf16", BF16))],
     _case("autograd_misaligned", "cuda", "autograd", (64, 768), layout="misaligned", checks=()),
+    _case("autograd_large", "cuda", "autograd", (300, 2048), checks=()),
     _case("opcheck_bf16", "cuda", "opcheck", (16, 256), BF16, checks=(), group="package"),
     _case("opcheck_fp32_no_affine", "cuda", "opcheck", (16, 100), affine="none", checks=(), group="package"),
     _case("state_dict_round_trip", "cuda", "state_dict", (8, 4, 16), normalized_shape=(4, 16), checks=(),

@@ -19,6 +19,7 @@ CASES = [
     _case("add", FP32, (12345,), "poisoned", checks=(POISON,)),
     _case("add", FP32, (4096,), "no_cached_results", checks=(ROTATED,)),
     _case("add", FP32, (4096,), "own_code", checks=(OWN_KERNEL,)),
+    _case("add", FP32, ((1 << 21) + 5,), "long"),
     # ---- softmax ----
     *[_case("softmax", dtype, (37, 777), "tail", hint=HINTS["tail"]) for dtype in (FP16, BF16)],
     _case("softmax", FP32, (5, 1), "d1"),

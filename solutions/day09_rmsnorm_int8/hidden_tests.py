@@ -99,6 +99,10 @@ CASES = [
     case("quant", "cuda", FP32, (16, 512), "zero_rows", device="cpu", zero_rows=True, hint=HINTS["zeros"]),
     case("quant", "cuda", FP32, (0, 64), "empty", device="cpu"),
     case("residual", "cuda", BF16, (16, 300), device="cpu"),
+    # past the public cases' rows and columns
+    case("forward", "cuda", FP32, (100, 300), "large", device="cpu"),
+    case("quant", "cuda", FP32, (200, 256), "many_rows", device="cpu"),
+    case("residual", "cuda", FP32, (100, 128), "many_rows", device="cpu"),
     opcheck("cuda", "rms_norm", device="cpu"),
     opcheck("cuda", "rms_norm_quant", device="cpu"),
     compiled("cuda", device="cpu"),
@@ -116,6 +120,10 @@ CASES = [
     error("cuda_error_long_row_not_whole_vectors", ("D", "multiple"), x=lambda x: x.new_zeros(2, 4099),
           weight=lambda w: w.new_zeros(4099)),
     case("quant", "triton", FP32, (4, 12289), "long_tail", hint=HINTS["tail"]),
+    # the public GPU cases' dtypes and widths, with more rows
+    case("residual", "cuda", BF16, (200, 2048), "many_rows"),
+    case("residual", "triton", FP16, (100, 1000), "many_rows"),
+    case("autograd", "triton", FP32, (300, 1000), "many_rows"),
     # ---- timed ----
     perf("perf_quant", "cuda", FP16, QUANT_PERF_SHAPE, QUANT_ZERO_AT, hint=QUANT_PERF_HINT),
     perf("perf_autograd", "cuda", BF16, AUTOGRAD_PERF_SHAPE,

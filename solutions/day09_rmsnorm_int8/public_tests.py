@@ -313,7 +313,7 @@ OPS = {
     "quant": Op(nan_filled(_call_quant), _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
                 _quant_tolerance, QUANT_EXACT),
     "residual": Op(nan_filled(_call_residual), _residual_reference, ("q", "scale", "residual"),
-                   _dtypes("int8", "float32", "x"), _quant_tolerance, QUANT_EXACT),
+                   _dtypes("int8", "float32", "x"), _quant_tolerance, QUANT_EXACT, in_place=("residual",)),
     "opcheck": flag(_call_opcheck, "opcheck"),
     "compiled": Op(_call_compiled, _compiled_reference, ("y", "q", "scale"), _dtypes("x", "int8", "float32"),
                    _compiled_tolerance, QUANT_EXACT),
