@@ -63,6 +63,7 @@ def pytest_configure(config):
 
     for unit in units.all_units():
         config.addinivalue_line("markers", f"{unit.day}: the {unit.name} unit")
+    config.pluginmanager.register(LongTestsFirst(), "long-tests-first")
     # Builds read precompiled headers where scripts/test.sh asks for them. Made once, by the
     # first process (xdist's workers start later and inherit CPATH), while the tests start.
     base = os.environ.get("COURSE_PRECOMPILED_HEADERS")
@@ -126,6 +127,51 @@ def pytest_collection_modifyitems(config, items):
         slow_kinds = ("autograder", "notebook", "slow", "gpu")
         if item.module.__name__ in FAST_MODULES and not any(kind in item.keywords for kind in slow_kinds):
             item.add_marker(pytest.mark.fast)
+
+
+# Tests that take minutes on 2 cores, longest first. Started late, one of them would end the run
+# alone on a core: each heads a worker's first share instead (xdist's worksteal hands the
+# workers contiguous shares of the collection, then steals from their ends). The first has a
+# worker to itself.
+LONG_TESTS = (
+    "tests/test_gradescope.py::test_run_autograder_grades_an_upload_with_what_setup_installed",
+    "tests/test_day09.py::test_reference_triton_kernels_compile_for_turing",
+    "tests/test_student_path.py::test_the_student_path_passes",
+    "tests/test_slurm.py::test_an_array_of_shards_then_one_merged_gradebook",
+    "tests/test_unit_kinds.py::test_torch_ops_unit_rebuilds_three_times_in_one_process",
+    "tests/test_batch.py::test_gradings_find_the_precompiled_header_where_one_is_asked_for",
+)
+
+
+class LongTestsFirst:
+    """A plugin of its own: a module holds one hook of a name, and this one must run last."""
+
+    @pytest.hookimpl(trylast=True)  # after -m and -k have deselected: the shares are of what runs
+    def pytest_collection_modifyitems(self, config, items):
+        workers = getattr(config, "workerinput", {}).get("workercount", 0)
+        if workers >= 2:
+            items[:] = long_tests_first(items, workers)
+
+
+def long_tests_first(items: list, workers: int) -> list:
+    """`items` reordered so that the LONG_TESTS head the workers' first shares: the first alone
+    on worker 0, the others in turn on workers 1 and up."""
+    rank = {
+        item.nodeid: next((i for i, p in enumerate(LONG_TESTS) if item.nodeid.startswith(p)), None) for item in items
+    }
+    long = sorted((item for item in items if rank[item.nodeid] is not None), key=lambda item: rank[item.nodeid])
+    if not long:
+        return items
+    heads = [long[:1]] + [long[1 + worker :: workers - 1] for worker in range(workers - 1)]
+    rest = [item for item in items if rank[item.nodeid] is None]
+    ordered, left = [], len(items)
+    for worker in range(workers):
+        share = left // (workers - worker)  # as worksteal sizes its first shares
+        left -= share
+        take = max(share - len(heads[worker]), 0)
+        ordered += heads[worker] + rest[:take]
+        rest = rest[take:]
+    return ordered + rest
 
 
 @pytest.fixture(scope="session")
