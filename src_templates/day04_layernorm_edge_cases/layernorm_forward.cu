@@ -5,12 +5,10 @@
 //   rstd = 1 / sqrt(var + eps)
 //   y_j  = (x_j − mean) · rstd · γ_j + β_j
 //
-// One block per row, as on day02. What day02's kernel did not have to face:
-//   fp16 and bf16       every sum runs in acc_type_t<T> (float), and mean and rstd are kept in it;
-//   any D from 1 up     every loop runs to j < D, the row's tail included;
-//   B beyond the grid   blocks loop over rows (grid-stride), so any B fits one launch;
-//   B·D beyond 2^31     row offsets are 64-bit;
-//   B = 0               nothing is launched: a grid of 0 blocks is an error.
+// One block per row, as on day02. What day02's kernel did not have to face (the lesson's
+// catalogue): fp16 and bf16 inputs, any D from 1 up, more rows than one launch has blocks,
+// B·D beyond 2^31 elements, and B = 0. Every sum runs in acc_type_t<T> (float), and mean and
+// rstd are kept in it.
 #include "device_math.cuh"
 #include "layernorm_kernels.h"
 #include "reductions.cuh"
