@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import checks
 from bench.reference_build import build_reference
 from bench.unit import at_shape, perf_cases, timed_row
 from course import bench
@@ -54,9 +55,7 @@ def build():
 
 
 def close(got, expected, dtype):
-    tolerance = 2e-2 if dtype != torch.float32 else 1e-3
-    error = ((got.float() - expected.float()).abs() / (1 + expected.float().abs())).max().item()
-    return "" if error <= tolerance else f"max relative error {error:.3g}"
+    return checks.close(got, expected, dtype, sixteen_bit=2e-2, float32=1e-3)
 
 
 def forward_cases(spec, dtypes, dims) -> list:

@@ -22,6 +22,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import checks
 from bench.reference_build import build_reference
 from bench.unit import perf_cases, timed_row
 from course import bench
@@ -33,9 +34,7 @@ BLOCK_SHAPE = (8192, 1024)  # tokens, model width
 
 
 def close(got, expected, dtype):
-    tolerance = 3e-2 if dtype != torch.float32 else 2e-3
-    error = ((got.float() - expected.float()).abs() / (1 + expected.float().abs())).max().item()
-    return "" if error <= tolerance else f"max relative error {error:.3g}"
+    return checks.close(got, expected, dtype, sixteen_bit=3e-2, float32=2e-3)
 
 
 def x_bytes(dtype):

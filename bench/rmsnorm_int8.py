@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import checks
 from bench.reference_build import build_reference
 from bench.unit import perf_cases, timed_row
 from course import bench
@@ -128,14 +129,6 @@ def _contenders(ext) -> dict:
     }
 
 
-def _off_by(outputs, expected) -> float:
-    """The largest error of any output, relative to that output's largest magnitude."""
-    return max(
-        ((o.float() - e.float()).abs().max() / e.float().abs().max().clamp_min(1e-12)).item()
-        for o, e in zip(outputs, expected)
-    )
-
-
 @dataclasses.dataclass
 class Apart:
     """One direction at one shape and dtype: each contender's timing on the same inputs."""
@@ -167,15 +160,18 @@ def _apart_rows(contenders: dict, rows: int, cols: int, dtype) -> list[Apart]:
             lambda y=y: torch.autograd.grad(y, (x, w), dy, retain_graph=True), [()], device="cuda"
         )
         del y
-    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
     result = []
     for direction, by_name in timings.items():
         expected = by_name["eager"].last_outputs[0]
-        worst = max(_off_by(t.last_outputs[0], expected) for t in by_name.values())
+        wrong = any(
+            checks.close(got, want, dtype, sixteen_bit=3e-2, float32=1e-3)
+            for timing in by_name.values()
+            for got, want in zip(timing.last_outputs[0], expected)
+        )
         nbytes = (2 if direction == "forward" else 3) * x.numel() * x.element_size()
         assert nbytes >= bench.GPU_BOUND_BYTES, (rows, cols, dtype)
         name = f"{'fwd' if direction == 'forward' else 'bwd'} {rows}x{cols} {str(dtype)[6:]}"
-        result.append(Apart(name, direction, nbytes, by_name, worst > tolerance))
+        result.append(Apart(name, direction, nbytes, by_name, wrong))
     return result
 
 
