@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import nbformat
@@ -49,7 +50,8 @@ class Options:
     timeout: int = 1800  # seconds a cell may run
 
 
-def run_units(options: Options) -> list[UnitRun]:
+def run_units(options: Options) -> Iterator[UnitRun]:
+    """Each unit's run as it ends: a run cut off keeps what the units before it found."""
     selected = release.selected_units(list(options.units))
     with tempfile.TemporaryDirectory(prefix="student_path_") as work:
         folder = options.release or _new_release(selected, work)
@@ -60,7 +62,8 @@ def run_units(options: Options) -> list[UnitRun]:
         ]
         if missing:
             raise ValueError(f"--release {folder}: expected a release with the notebooks of {', '.join(missing)}")
-        return [play(unit, os.path.abspath(folder), work, options) for unit in selected]
+        for unit in selected:
+            yield play(unit, os.path.abspath(folder), work, options)
 
 
 def _new_release(selected: list[Unit], work: str) -> str:
@@ -133,13 +136,16 @@ def grade(unit: Unit, submission: str, out: str, options: Options, result: UnitR
     """Grade `submission` as the course's grader does and read its verdict into `result`."""
     env = dict(os.environ, **(t4_build_environ() if options.t4 else {}))
     command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", unit.name, "--out", out]
+    log = os.path.join(out, "grade.txt")
+    os.makedirs(out, exist_ok=True)
     start = time.perf_counter()
-    finished = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    with open(log, "w", encoding="utf-8") as handle:  # written as it goes: a grading cut off shows how far it got
+        finished = subprocess.run(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, check=False)
     result.grading_s = round(time.perf_counter() - start, 1)
-    _write(os.path.join(out, "grade.txt"), finished.stdout + finished.stderr)
     results = os.path.join(out, "results.json")
     if not os.path.exists(results):
-        tail = (finished.stdout + finished.stderr).strip().splitlines()[-1:] or ["no output"]
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            tail = handle.read().strip().splitlines()[-1:] or ["no output"]
         result.problem = f"the grading exited {finished.returncode} with no results.json: {tail[0]}"
         return
     student_path_report.read_verdict(results, result)
@@ -171,15 +177,16 @@ def parse(argv: list[str] | None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
+    results: list[UnitRun] = []
     try:
-        results = run_units(options)
+        for result in run_units(options):
+            results.append(result)
+            print(student_path_report.summary_line(result), flush=True)
+            if options.out:  # after each unit: a run cut off keeps the summary of those that ended
+                student_path_report.write_summary(options.out, results, asdict(options))
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    for result in results:
-        print(student_path_report.summary_line(result))
-    if options.out:
-        student_path_report.write_summary(options.out, results, asdict(options))
     return 0 if all(result.ok for result in results) else 1
 
 
