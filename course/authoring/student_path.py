@@ -134,7 +134,9 @@ def build_seconds(text: str, unit: str) -> list[float]:
 
 def grade(unit: Unit, submission: str, out: str, options: Options, result: UnitRun) -> None:
     """Grade `submission` as the course's grader does and read its verdict into `result`."""
-    env = dict(os.environ, **(t4_build_environ() if options.t4 else {}))
+    # The grader plays a T4's code (sm_75 alone) but not Colab's 2 cores: it is the instructor's machine.
+    arch = {"TORCH_CUDA_ARCH_LIST": t4_build_environ()["TORCH_CUDA_ARCH_LIST"]} if options.t4 else {}
+    env = dict(os.environ, **arch)
     command = [sys.executable, "-m", "autograder", "grade", submission, "--unit", unit.name, "--out", out]
     log = os.path.join(out, "grade.txt")
     os.makedirs(out, exist_ok=True)
