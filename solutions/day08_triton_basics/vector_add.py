@@ -35,12 +35,7 @@ def _check(x: torch.Tensor, y: torch.Tensor) -> None:
         raise ValueError(f"vector_add: y must have x's dtype {x.dtype}, got {y.dtype}")
 
 
-# BEGIN SOLUTION
 def vector_add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
-# STUB
-# TODO(day08): vector_add's launch (BLOCK_SIZE, num_warps) is yours to choose: see its body.
-def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-# END SOLUTION
     """x + y, elementwise, for tensors of the same shape, dtype and GPU (any layout)."""
     _check(x, y)
     x, y = x.contiguous(), y.contiguous()  # the kernel walks memory in order
@@ -52,9 +47,10 @@ def vector_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - Triton's idiom
     add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
     # STUB
-    raise NotImplementedError("TODO(day08): vector_add.py, vector_add: launch add_kernel over the n elements "
-                              "with a BLOCK_SIZE (a power of two) and num_warps of your choice, its grid enough "
-                              "programs to cover n (a grid of no programs cannot be launched: n may be 0); then "
-                              "write add_kernel's body")
+    raise NotImplementedError("TODO(day08): vector_add.py, vector_add: launch add_kernel over the n elements, "
+                              "its grid enough programs to cover them (a grid of no programs cannot be launched: n "
+                              "may be 0), with BLOCK_SIZE=block_size and a num_warps of your choice; block_size's "
+                              "default, a power of two, is yours too (the tests use it); then write add_kernel's "
+                              "body")
     # END SOLUTION
     return out
