@@ -15,12 +15,12 @@
 
 namespace {
 
+// BEGIN SOLUTION
 constexpr int kRowsPerBlock = 8;  // warps per block, one row each: 256 threads
 constexpr int64_t kMaxBlocks = 65535;
 
-// BEGIN SOLUTION
 // STUB
-COURSE_TODO("day05: layernorm_forward_warp.cu, layernorm_forward_warp_kernel: one warp per row, lanes striding by 32, sums with warp_reduce_sum, then delete this line");
+COURSE_TODO("day05: layernorm_forward_warp.cu, layernorm_forward_warp_kernel: a warp per row, the block's shape and the grid yours to choose, every row covered, then delete this line");
 // END SOLUTION
 template <typename T>
 __global__ void layernorm_forward_warp_kernel(const T* __restrict__ x, const T* __restrict__ gamma,
@@ -29,10 +29,10 @@ __global__ void layernorm_forward_warp_kernel(const T* __restrict__ x, const T* 
                                               acc_type_t<T>* __restrict__ rstd_out, int64_t rows,
                                               int cols, acc_type_t<T> eps) {
   using acc_t = acc_type_t<T>;
+  // BEGIN SOLUTION
   const int lane = threadIdx.x % kWarpSize;
   const int64_t first_row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarpSize;
   const int64_t row_step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
-  // BEGIN SOLUTION
   // All 32 lanes of a warp share `row`, so they leave the loop together: the full-mask
   // shuffles in warp_reduce_sum always find every lane present.
   for (int64_t row = first_row; row < rows; row += row_step) {
@@ -60,13 +60,17 @@ __global__ void layernorm_forward_warp_kernel(const T* __restrict__ x, const T* 
     }
   }
   // STUB
-  // TODO(day05): version 1's loop body with a warp in place of the block:
-  //   - for (int64_t row = first_row; row < rows; row += row_step): warp w of block b takes row
-  //     b * kRowsPerBlock + w, then every row_step-th row after it;
-  //   - inside a row, lane j reads x_row[j], x_row[j + 32], ... (j < cols): neighbouring lanes
-  //     read neighbouring elements, so each warp-wide read is one coalesced transaction;
-  //   - warp_reduce_sum (reductions.cuh) in place of block_reduce_sum: every lane gets the sum;
-  //   - lane 0 writes mean_out[row] and rstd_out[row].
+  // TODO(day05): version 1's math with a warp in place of the block: two passes for the
+  // variance (the mean first), every sum in acc_t, warp_reduce_sum (reductions.cuh) in place of
+  // block_reduce_sum. Yours to decide: how many warps (so rows) a block holds, and which warp
+  // takes which row. What must hold:
+  //   - every row is done by exactly one warp, whatever grid the launcher below starts: if the
+  //     grid can hold fewer warps than there are rows, a warp goes on to further rows;
+  //   - the 32 lanes of a warp run the same rows and leave the loop together: warp_reduce_sum's
+  //     full-mask shuffles need every lane present;
+  //   - inside a row, neighbouring lanes read neighbouring elements (a warp-wide read is then
+  //     one coalesced transaction), up to j < cols for any cols, 1 included;
+  //   - one lane of the warp writes mean_out[row] and rstd_out[row].
   // END SOLUTION
 }
 
@@ -76,12 +80,22 @@ template <typename T>
 cudaError_t launch_layernorm_forward_warp(const T* x, const T* gamma, const T* beta, T* y,
                                           acc_type_t<T>* mean, acc_type_t<T>* rstd, int64_t rows,
                                           int64_t cols, double eps, cudaStream_t stream) {
+  // BEGIN SOLUTION
   if (rows == 0) return cudaSuccess;
   const int64_t blocks_needed = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
   const int blocks = static_cast<int>(blocks_needed < kMaxBlocks ? blocks_needed : kMaxBlocks);
   layernorm_forward_warp_kernel<T><<<blocks, kRowsPerBlock * kWarpSize, 0, stream>>>(
       x, gamma, beta, y, mean, rstd, rows, static_cast<int>(cols), static_cast<acc_type_t<T>>(eps));
   return cudaGetLastError();
+  // STUB
+  // TODO(day05): launch layernorm_forward_warp_kernel<T> on `stream`, with the block and grid
+  // your kernel expects, and return cudaGetLastError(). What must hold: a block of whole warps,
+  // at most 1024 threads; no launch when rows == 0 (a grid of no blocks is an error); a grid of
+  // at most 2^31 - 1 blocks, and if you launch fewer than the rows need, your kernel loops.
+  // How many blocks the GPU can run at once (and so how many are worth launching) depends on
+  // the block's size: the lesson says how to reason about it.
+  return cudaErrorNotYetImplemented;
+  // END SOLUTION
 }
 
 #define INSTANTIATE_LAUNCH_LAYERNORM_FORWARD_WARP(T)                                            \

@@ -182,8 +182,9 @@ FUNCTIONS_RUN = {
 # ---- the cases ----
 
 HINTS = {
-    "warp_per_row": "version 2: warp w of block b takes rows b * 8 + w, then every gridDim.x * 8-th; lanes stride "
-                    "by 32 up to j < cols; sums with warp_reduce_sum; lane 0 writes mean and rstd",
+    "warp_per_row": "version 2: each warp takes its row, then the rows its grid's warps do not reach (rows can "
+                    "outnumber them); lanes stride by 32 up to j < cols; sums with warp_reduce_sum; one lane writes "
+                    "mean and rstd",
     "vectorized": "version 3: lane v reads Vec x_row[v], x_row[v + 32], ... up to v < cols / kVec, and writes whole "
                   "Vecs of y; rows that are not whole aligned vectors go to version 2",
     "misaligned": "x starts one element past a 16-byte boundary: a 16-byte load there is a 'misaligned address' error. "

@@ -16,6 +16,7 @@
 
 namespace {
 
+// BEGIN SOLUTION
 constexpr int kBlockThreads = 256;
 // Rows past gridDim.y * blockDim.y are taken by the same threads, their bias already loaded.
 // Each thread takes at least kMinRowsPerThread rows, so that its fixed costs (the bias
@@ -24,24 +25,33 @@ constexpr int kBlockThreads = 256;
 constexpr int64_t kMinRowsPerThread = 2;
 constexpr int64_t kMaxGridRows = 1024;
 
-// BEGIN SOLUTION
 // STUB
-COURSE_TODO("day06: bias_gelu_forward.cu, bias_gelu_forward_kernel: load this thread's bias vector once, then for each of its rows read a Vec of x and write gelu<kForm>(x + bias) as a Vec of y, then delete this line");
+COURSE_TODO("day06: bias_gelu_forward.cu, bias_gelu_forward_kernel: y = gelu(x + bias) a vector at a time, each thread's bias loaded once, with a launch of your design that covers every element, then delete this line");
 // END SOLUTION
 // x, y: [rows, vecs] vectors of kVec elements; bias: [vecs] vectors.
 template <typename T, int kVec, GeluForm kForm>
+// BEGIN SOLUTION
 __global__ void __launch_bounds__(kBlockThreads)
+// STUB
+// TODO(day06): __launch_bounds__(your block's threads) here tells nvcc how many registers a thread may use
+__global__ void
+// END SOLUTION
 bias_gelu_forward_kernel(const T* __restrict__ x, const T* __restrict__ bias, T* __restrict__ y, int64_t rows,
                          int vecs) {
   using acc_t = acc_type_t<T>;
   using Vec = AlignedVector<T, kVec>;
+  // BEGIN SOLUTION
   const int v = blockIdx.x * blockDim.x + threadIdx.x;  // this thread's vector column
   if (v >= vecs) return;  // the last block column sticks out past the row
+  // STUB
+  // TODO(day06): which vector column, and below which rows, this thread takes: yours to decide,
+  // with the launch in launch_forward.
+  // END SOLUTION
   const Vec* x_vecs = reinterpret_cast<const Vec*>(x);
   const Vec* bias_vecs = reinterpret_cast<const Vec*>(bias);
   Vec* y_vecs = reinterpret_cast<Vec*>(y);
-  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
   // BEGIN SOLUTION
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
   const Vec bias_in = bias_vecs[v];
   acc_t b[kVec];
 #pragma unroll
@@ -55,18 +65,21 @@ bias_gelu_forward_kernel(const T* __restrict__ x, const T* __restrict__ bias, T*
     y_vecs[row * vecs + v] = out;
   }
   // STUB
-  // TODO(day06): the bias first: const Vec bias_in = bias_vecs[v], widened once into
-  // acc_t b[kVec] (b[e] = to_acc(bias_in.val[e])). Then for row = blockIdx.y * blockDim.y +
-  // threadIdx.y while row < rows, stepping by row_step: read const Vec x_in = x_vecs[row * vecs + v]
-  // (one 16-byte load), fill a Vec out with out.val[e] = from_acc<T>(gelu<kForm>(to_acc(x_in.val[e]) + b[e])),
-  // and store it with one y_vecs[row * vecs + v] = out. Everything between the load and the
-  // store runs in acc_t: from_acc rounds once, at the end.
+  // TODO(day06): y = gelu<kForm>(x + bias) for every element this thread owns, reading x and
+  // writing y a Vec at a time (one 16-byte access each), with x_vecs[row * vecs + v] the vector
+  // v of row `row`. What must hold:
+  //   - every element of every row is written exactly once, whatever grid launch_forward starts:
+  //     if the grid covers fewer rows than there are, a thread goes on to further rows;
+  //   - a thread's bias vector is the same in every row: load and widen it once, not per row;
+  //   - neighbouring threads of a warp touch neighbouring vectors of a row (coalesced);
+  //   - everything between the load and the store runs in acc_t; from_acc rounds once, at the end.
   // END SOLUTION
 }
 
 template <typename T, int kVec>
 cudaError_t launch_forward(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, GeluForm form,
                            cudaStream_t stream) {
+  // BEGIN SOLUTION
   const int vecs = static_cast<int>(cols / kVec);
   const dim3 block = block_over_columns(vecs, kBlockThreads);
   const int64_t block_rows = (rows + block.y - 1) / block.y;
@@ -79,6 +92,16 @@ cudaError_t launch_forward(const T* x, const T* bias, T* y, int64_t rows, int64_
     bias_gelu_forward_kernel<T, kVec, GeluForm::kErf><<<grid, block, 0, stream>>>(x, bias, y, rows, vecs);
   }
   return cudaGetLastError();
+  // STUB
+  // TODO(day06): launch bias_gelu_forward_kernel<T, kVec, form> on `stream` (one instance for
+  // each form), with the block and grid your kernel expects, and return cudaGetLastError().
+  // Yours to decide: the block's shape and size (at most 1024 threads, and the __launch_bounds__
+  // you give the kernel), and how many rows the grid covers before threads loop. What must
+  // hold: vecs = cols / kVec vector columns and `rows` rows all covered, for any rows >= 1 and
+  // 1 <= cols < 2^31; gridDim.y and gridDim.z are at most 65535 (gridDim.x up to 2^31 - 1).
+  // The perf cases time this launch on a large [rows, cols] in fp32 and bf16.
+  return cudaErrorNotYetImplemented;
+  // END SOLUTION
 }
 
 }  // namespace

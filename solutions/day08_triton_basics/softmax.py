@@ -17,8 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
+# BEGIN SOLUTION
 MAX_BLOCK = 16384       # columns one program holds in registers (version 1)
 LONG_ROW_BLOCK = 4096   # columns a program reads at a time in version 2
+# STUB
+# TODO(day08): yours to choose: the longest row version 1 holds in one program, and the block
+# version 2 reads a row in (both powers of two; softmax below says what must hold).
+# END SOLUTION
 
 
 @triton.jit
@@ -64,10 +69,15 @@ def softmax_long_rows_kernel(x_ptr, y_ptr, cols, x_row_stride, y_row_stride, BLO
     # END SOLUTION
 
 
+# BEGIN SOLUTION
 def _warps(block: int, element_size: int) -> int:
     """Warps for a program holding `block` elements: enough that each thread holds about 32 bytes
     of the row (two 16-byte loads in flight), from 1 warp to 16."""
     return min(16, max(1, block * element_size // (32 * 32)))
+# STUB
+# TODO(day08): how many warps a program gets (num_warps, a power of two from 1 to 32) is yours to
+# choose, for each block and dtype: the lesson says what it trades.
+# END SOLUTION
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -97,8 +107,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                                                    BLOCK=LONG_ROW_BLOCK,
                                                    num_warps=_warps(LONG_ROW_BLOCK, x.element_size()))
     # STUB
-    raise NotImplementedError("TODO(day08): softmax.py, softmax: one program per row, softmax_kernel with BLOCK = "
-                              "triton.next_power_of_2(cols) up to MAX_BLOCK, softmax_long_rows_kernel above it, "
-                              "no launch for an empty x; then write both kernels")
+    raise NotImplementedError("TODO(day08): softmax.py, softmax: one program per row: softmax_kernel where the "
+                              "row fits in one power-of-two BLOCK, softmax_long_rows_kernel for longer rows; the "
+                              "limit between them, the blocks and num_warps yours to choose; no launch for an "
+                              "empty x; then write both kernels")
     # END SOLUTION
     return y.reshape(x.shape)

@@ -47,9 +47,10 @@ def vector_add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torc
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)  # noqa: E731 - Triton's idiom
     add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
     # STUB
-    raise NotImplementedError("TODO(day08): vector_add.py, vector_add: launch add_kernel[grid](x, y, out, n, "
-                              "BLOCK_SIZE=block_size) with grid a lambda of meta giving triton.cdiv(n, "
-                              "meta['BLOCK_SIZE']) programs (none when n is 0: return out); then write "
-                              "add_kernel's body")
+    raise NotImplementedError("TODO(day08): vector_add.py, vector_add: launch add_kernel over the n elements, "
+                              "its grid enough programs to cover them (a grid of no programs cannot be launched: n "
+                              "may be 0), with BLOCK_SIZE=block_size and a num_warps of your choice; block_size's "
+                              "default, a power of two, is yours too (the tests use it); then write add_kernel's "
+                              "body")
     # END SOLUTION
     return out

@@ -28,8 +28,13 @@ from triton.language.extra import libdevice
 MAX_COLS = 16384  # the quantization's longest row
 ROW_MAX = 16384  # rms_norm's rows up to this are held in registers; longer ones are walked
 WALK_CHUNK, WALK_WARPS = 4096, 8
+# BEGIN SOLUTION
 LONG_ROW = 8192  # past this, rms_norm_quant_long_kernel (docs/performance.md has the timings)
 LONG_ROW_CHUNK, LONG_ROW_WARPS = 2048, 8
+# STUB
+# TODO(day09): the row length past which the quantization walks its rows in chunks
+# (rms_norm_quant_long_kernel), the chunk and the warps: yours to choose, in _quant.
+# END SOLUTION
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 if hasattr(torch.library, "triton_op"):  # torch >= 2.6
@@ -64,6 +69,7 @@ def _refuse_unfinished(*kernels: str) -> None:
         raise NotImplementedError("this op is not finished yet:\n" + "\n".join(left))
 
 
+# BEGIN SOLUTION
 def _warps(block: int, element_size: int) -> int:
     """About 32 bytes of the row a thread, 1 to 16 warps (as day08's softmax)."""
     return min(16, max(1, block * element_size // (32 * 32)))
@@ -73,6 +79,10 @@ def _quant_warps(block: int) -> int:
     """About 32 elements a thread, 2 to 8 warps: the quantization keeps x and y in float32
     registers, whatever x's dtype, and more rows in flight beat more threads a row."""
     return min(8, max(2, block // (32 * 32)))
+# STUB
+# TODO(day09): the warps of the forward's and the quantization's programs are yours to choose
+# (in _rms_norm and _quant): the lesson says what they trade.
+# END SOLUTION
 
 
 @functools.cache
@@ -183,9 +193,15 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> tuple
     rows = x.numel() // cols
     block = triton.next_power_of_2(cols)
     if block <= ROW_MAX:
+        # BEGIN SOLUTION
         launch(rms_norm_forward_kernel)[(rows,)](
             x, weight, y, rstd, cols, eps, HAS_WEIGHT=weight is not None, BLOCK=block,
             num_warps=_warps(block, x.element_size()))
+        # STUB
+        raise NotImplementedError("TODO(day09): rmsnorm_triton.py, rms_norm_forward_kernel: launch it, a program "
+                                  "per row (launch(rms_norm_forward_kernel)[grid](...): torch.compile records "
+                                  "it), BLOCK = block, num_warps your choice")
+        # END SOLUTION
     elif rows:
         launch(rms_norm_forward_walk_kernel)[(_walking_programs(x, rows, cols * x.element_size()),)](
             x, weight, y, rstd, rows, cols, eps, HAS_WEIGHT=weight is not None, CHUNK=WALK_CHUNK,
@@ -286,6 +302,7 @@ def rms_norm_dw_columns_kernel(dy_ptr, x_ptr, rstd_ptr, partial_ptr, rows, cols,
     tl.store(partial_ptr + strip * cols + columns, tl.sum(sums, axis=0), mask=in_row)
 
 
+# BEGIN SOLUTION
 # The row-in-registers backward's launch. The program's warps: 16 elements of a row a thread in
 # at most 4 warps up to 4096 lanes (32 a thread there), 32 warps past that. Rows in flight hide
 # memory's latency, and registers bound them: each program holds its running dw row and x̂
@@ -296,15 +313,23 @@ def rms_norm_dw_columns_kernel(dy_ptr, x_ptr, rstd_ptr, partial_ptr, rows, cols,
 # program writes a row of partial sums.
 MIN_PROGRAM_ROWS = 16
 THREADS_PER_SM = 2048
+# STUB
+# TODO(day09): rms_norm_backward_kernel's launch is yours: see _backward_in_registers.
+# END SOLUTION
 COLUMN_ROWS, COLUMN_WIDTH, COLUMN_WARPS = 8, 512, 4
 
 
+# BEGIN SOLUTION
 def _backward_warps(block: int) -> int:
     return min(4, max(1, block // 512)) if block <= 4096 else 32
+# STUB
+# TODO(day09): how many warps rms_norm_backward_kernel's programs get: yours to choose.
+# END SOLUTION
 
 
 def _backward_in_registers(dy, x, weight, rstd, dx, rows: int, cols: int) -> torch.Tensor:
     """rms_norm_backward_kernel's launch; returns the partial dw rows."""
+    # BEGIN SOLUTION
     block = triton.next_power_of_2(cols)
     warps = _backward_warps(block)
     resident = THREADS_PER_SM // (32 * warps) * _multiprocessors(x.device)
@@ -314,6 +339,12 @@ def _backward_in_registers(dy, x, weight, rstd, dx, rows: int, cols: int) -> tor
         dy, x, weight, rstd, dx, partials, rows, cols, triton.cdiv(rows, programs), HAS_WEIGHT=weight is not None,
         BLOCK=block, num_warps=warps)
     return partials
+    # STUB
+    raise NotImplementedError("TODO(day09): rmsnorm_triton.py, rms_norm_backward_kernel: launch it (launch(...)"
+                              "[grid]) with BLOCK = triton.next_power_of_2(cols), and return its float32 "
+                              "[programs, cols] partial dw rows: how many programs, so how many rows each walks, "
+                              "and their warps are yours")
+    # END SOLUTION
 
 
 def _backward_walking(dy, x, weight, rstd, dx, rows: int, cols: int) -> torch.Tensor:
@@ -460,6 +491,7 @@ def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
     cols = x.shape[-1]
     q = torch.empty(x.shape, device=x.device, dtype=torch.int8)
     scale = torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32)
+    # BEGIN SOLUTION
     block = triton.next_power_of_2(cols)
     grid = (x.numel() // cols,)
     if block <= LONG_ROW:
@@ -470,6 +502,11 @@ def _quant(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
         launch(rms_norm_quant_long_kernel)[grid](
             x, residual, weight, q, scale, cols, eps, HAS_RESIDUAL=residual is not None, CHUNK=LONG_ROW_CHUNK,
             num_warps=LONG_ROW_WARPS)
+    # STUB
+    raise NotImplementedError("TODO(day09): rmsnorm_triton.py, rms_norm_quant_kernel: launch it, a program per row, "
+                              "where the row is held whole, and rms_norm_quant_long_kernel past the row length "
+                              "of your choice (up to MAX_COLS); the blocks, chunk and warps yours")
+    # END SOLUTION
     return q, scale
 
 

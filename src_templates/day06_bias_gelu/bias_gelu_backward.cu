@@ -25,10 +25,7 @@
 namespace {
 
 constexpr int kBlockThreads = 512;
-constexpr int kMinRowsPerThread = 4;  // fewer, and the block's meeting costs more than its rows
-constexpr int kSumThreads = 256;      // stage 2
-
-COURSE_TODO("day06: bias_gelu_backward.cu, bias_gelu_backward_kernel: write dx for this thread's rows of the strip while summing it per column, then the block's row of partials, then delete this line");
+COURSE_TODO("day06: bias_gelu_backward.cu, bias_gelu_backward_kernel: dx for this thread's rows of the strip while summing it per column, the block's row of partials, and plan_strips: how many strips, then delete this line");
 // dy, x, dx: [rows, vecs] vectors of kVec elements; bias: [vecs] vectors; partials: [strips,
 // vecs * kVec], row blockIdx.y written here. Strip s is rows s * rows_per_strip up to rows.
 template <typename T, int kVec, GeluForm kForm>
@@ -50,28 +47,29 @@ bias_gelu_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, con
   Vec* dx_vecs = reinterpret_cast<Vec*>(dx);
   acc_t sums[kVec] = {};  // this thread's running sums of dx, one per column of its vector
   // TODO(day06): two parts.
-  //   1. If v < vecs (but no return: every thread must reach the __syncthreads of part 2):
-  //      widen this thread's bias vector once into acc_t b[kVec], as in the forward. Then for
-  //      row = first_row + threadIdx.y while row < end_row, stepping by blockDim.y: read the Vecs
-  //      dy_vecs[row * vecs + v] and x_vecs[row * vecs + v]; for each element e,
-  //      d = to_acc(dy) * gelu_grad<kForm>(to_acc(x) + b[e]) in acc_t; store from_acc<T>(d) in
-  //      a Vec out and add d (unrounded) to sums[e]; write out to dx_vecs[row * vecs + v].
-  //   2. The block's meeting: thread (tx, ty) writes sums[e] to block_sums[ty * width + tx * kVec + e];
-  //      __syncthreads(); then thread number t = ty * blockDim.x + tx, for t < width, adds
-  //      block_sums[y * width + t] over y = 0, 1, ..., blockDim.y - 1 in that order and writes the
-  //      total to partials[blockIdx.y * cols + col], col = blockIdx.x * width + t, where col < cols.
-  //      No atomicAdd: the order of every sum must not depend on timing.
+  //   1. dx = dy * gelu_grad<kForm>(x + bias) for this thread's vector column v of every row of
+  //      the strip it takes (the block's threadIdx.y rows share the strip's rows among them), a
+  //      Vec at a time, in acc_t; this thread's bias loaded once; each unrounded d added to
+  //      sums[e]: dbias is the sum of the exact terms, not of rounded dx.
+  //   2. The block's meeting: the sums of the block's threadIdx.y rows of threads, column by
+  //      column, through block_sums, into partials[blockIdx.y * cols + col] for the block's
+  //      columns (col < cols). What must hold: every thread reaches the __syncthreads (a thread
+  //      past the row's end has no rows, and no early return); each column's terms are added in
+  //      an order the grid alone fixes, never by atomicAdd, so two calls give the same bits.
 }
 
 COURSE_TODO("day06: bias_gelu_backward.cu, sum_strips_kernel: one thread per column adds the strips' partial sums in order, then delete this line");
 // partials: [strips, cols]; dbias[col] = the sum of column col over the strips.
 template <typename T>
-__global__ void __launch_bounds__(kSumThreads)
+// TODO(day06): __launch_bounds__(your block's threads) here tells nvcc how many registers a thread may use
+__global__ void
 sum_strips_kernel(const acc_type_t<T>* __restrict__ partials, T* __restrict__ dbias, int strips, int cols) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  // TODO(day06): return if col >= cols; add partials[s * cols + col] for s = 0, 1, ..., strips - 1
-  // in that order into an acc_type_t<T> total (index in int64_t: strips * cols may pass 2^31), and
-  // write dbias[col] = from_acc<T>(total): rounded once, at the end.
+  // TODO(day06): dbias[col] = the sum of partials[s][col] over the strips s = 0, 1, ..., strips - 1,
+  // in that order (the same bits on every call), in acc_type_t<T>, rounded once at the end. What
+  // must hold: every column covered by the launch at the end of this file, which is yours (the
+  // kernel's __launch_bounds__ too); no thread past the last column touches memory; s * cols may
+  // pass 2^31.
 }
 
 template <typename T, int kVec>
@@ -83,10 +81,9 @@ BackwardKernel<T, kVec> backward_kernel(GeluForm form) {
   return &bias_gelu_backward_kernel<T, kVec, GeluForm::kErf>;
 }
 
-// How stage 1 covers [rows, cols]: blocks over the columns as in the forward, and the rows cut
-// into as many strips as make one wave of blocks fill the GPU, but no more than leave each
-// thread kMinRowsPerThread rows. Stage 2 then adds `strips` numbers per column: a few dozen to a
-// few hundred. The plan depends only on the shape, the vector width and the GPU.
+// How stage 1 covers [rows, cols]: grid.x blocks of `block` (kBlockThreads threads) over the
+// vector columns, and grid.y strips of rows_per_strip rows each, one row of partials a strip.
+// TODO(day06): how many strips: plan_strips below.
 struct Plan {
   dim3 grid;
   dim3 block;
@@ -95,25 +92,15 @@ struct Plan {
 
 template <typename T, int kVec>
 Plan plan_strips(int64_t rows, int64_t cols, GeluForm form) {
-  Plan plan;
-  const int vecs = static_cast<int>(cols / kVec);
-  plan.block = block_over_columns(vecs, kBlockThreads);
-  const int64_t column_blocks = (vecs + plan.block.x - 1) / plan.block.x;
-  int device = 0;
-  int sms = 1;
-  int per_sm = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, backward_kernel<T, kVec>(form), kBlockThreads, 0);
-  const int64_t resident = static_cast<int64_t>(sms) * std::max(per_sm, 1);
-  const int64_t rows_per_block = static_cast<int64_t>(plan.block.y) * kMinRowsPerThread;
-  const int64_t strips_for_rows = (rows + rows_per_block - 1) / rows_per_block;
-  int64_t strips = std::min({std::max<int64_t>(resident / column_blocks, 1), strips_for_rows, int64_t{65535}});
-  strips = std::max<int64_t>(strips, 1);
-  plan.rows_per_strip = (rows + strips - 1) / strips;
-  strips = (rows + plan.rows_per_strip - 1) / plan.rows_per_strip;  // no strip left empty
-  plan.grid = dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(strips));
-  return plan;
+  // TODO(day06): the plan bias_gelu_backward_kernel is launched with (part of its TODO): yours to
+  // decide is how many strips the rows are cut into, which is when to split the column sums over
+  // blocks. What must hold: block.x * block.y == kBlockThreads (block_sums is sized by it);
+  // grid.x * block.x * kVec covers the row; grid.y * rows_per_strip >= rows, with no strip left
+  // empty and grid.y <= 65535; and the plan depends only on the shape, the vector width and the
+  // GPU, never on timing (it fixes the order of every sum). Too few strips leave SMs idle; every
+  // strip is one more row of partials for sum_strips_kernel to read.
+  (void)rows, (void)cols, (void)form;
+  return Plan{};
 }
 
 template <typename T>
@@ -137,10 +124,10 @@ cudaError_t launch_backward(const T* dy, const T* x, const T* bias, T* dx, acc_t
                                                                          plan.rows_per_strip);
   const cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return error;
-  const int sum_blocks = static_cast<int>((cols + kSumThreads - 1) / kSumThreads);
-  sum_strips_kernel<T><<<sum_blocks, kSumThreads, 0, stream>>>(partials, dbias, static_cast<int>(plan.grid.y),
-                                                               static_cast<int>(cols));
-  return cudaGetLastError();
+  // TODO(day06): launch sum_strips_kernel<T> on `stream` over the `cols` columns of the
+  // plan.grid.y rows of partials, with a block and grid of your choice, and return
+  // cudaGetLastError().
+  return cudaErrorNotYetImplemented;
 }
 
 }  // namespace
