@@ -16,13 +16,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from course.bench import time_op
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, SIDE_STREAM, Case
 from course.ops import call
-from course.sanitize import UNFILLED
 
 _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
 
 
+UNFILLED = "COURSE_NEW_MEMORY_UNFILLED"  # set to 1: new tensors are not filled with NaN
 # Off while a perf case is timed (as_timed), and in a process run under initcheck (UNFILLED,
-# course/sanitize.py), which must see the memory an op never writes as unwritten.
+# course/sanitize.py, tool_env), which must see the memory an op never writes as unwritten.
 _fill_new_memory = os.environ.get(UNFILLED) != "1"
 
 

@@ -29,7 +29,6 @@ SANITIZER = "sanitizer"  # the kind of a graded case that runs the small CUDA ca
 SLOWDOWN = 5.0  # how much longer a case may take under a tool than its own time limit
 MAX_ELEMENTS = 1 << 16  # a sanitized kernel runs 10-100x slower: the small cases are enough
 ERROR_EXIT = 86
-UNFILLED = "COURSE_NEW_MEMORY_UNFILLED"  # set to 1: new tensors are not filled with NaN
 _SUMMARY = re.compile(r"(ERROR|RACECHECK) SUMMARY: (\d+) (?:errors?|hazards?)")
 
 
@@ -64,6 +63,8 @@ _HINTS = {
 def tool_env(tool: str) -> dict[str, str]:
     """What the process run under `tool` needs in its environment: the caching allocator off,
     and under initcheck new tensors left unwritten."""
+    from course.harness import UNFILLED
+
     return {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", **({UNFILLED: "1"} if tool == "initcheck" else {})}
 
 

@@ -91,3 +91,21 @@ def test_the_lab_s_suite_tool_finds_its_bug_and_nothing_in_the_reference(unit, b
     assert not find_bug(unit.name, list(unit.files), bug.found_by, suites_root=unit.solutions), capsys.readouterr().out
     assert find_bug(unit.name, list(unit.files), bug.found_by, plant=bug.edits[0], suites_root=unit.solutions)
     assert f"{bug.found_by}: found a bug" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("tool", ["memcheck", "initcheck"])
+def test_only_initcheck_s_process_leaves_new_tensors_unfilled(tool):
+    """The NaN fill writes every new tensor: under initcheck nothing would look unwritten."""
+    import os
+    import subprocess
+    import sys
+
+    from course.sanitize import tool_env
+
+    probe = (
+        "import torch\nfrom course.harness import empty_is_nan\n"
+        "with empty_is_nan():\n    print(torch.are_deterministic_algorithms_enabled())"
+    )
+    env = {**os.environ, **tool_env(tool)}
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert run.stdout.strip() == str(tool != "initcheck"), run.stdout + run.stderr
