@@ -18,7 +18,15 @@ from collections.abc import Callable
 from autograder.runner import GroupRunner
 from course.cases import Case, make_input_sets
 from course.judge import Verdict
-from course.sanitize import ERROR_EXIT, SANITIZER, SLOWDOWN, find_sanitizer, report_lines, small_cuda_cases
+from course.sanitize import (
+    ERROR_EXIT,
+    SANITIZER,
+    SLOWDOWN,
+    find_sanitizer,
+    report_lines,
+    small_cuda_cases,
+    tool_env,
+)
 
 
 def cases_run_under(spec, case: Case) -> list[tuple[int, Case]]:
@@ -63,7 +71,7 @@ def sanitized_verdicts(
         if not small:
             verdicts[index] = Verdict(False, "not run: the suite has no small GPU case to run under the tool")
             continue
-        env = {**runner_args["env"], "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}  # a tensor is its own allocation
+        env = {**runner_args["env"], **tool_env(tool)}  # a tensor is its own allocation
         runner = GroupRunner(
             **{**runner_args, "env": env},
             prefix=f"sanitize_{tool}_",

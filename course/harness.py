@@ -7,6 +7,7 @@ This is the only code that touches the student's module. It returns plain data
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import NamedTuple
 
 import torch
@@ -19,7 +20,10 @@ from course.ops import call
 _SLEEP_CYCLES = 50_000_000  # ~25 ms of a side stream's time before its inputs arrive
 
 
-_fill_new_memory = True  # off while a perf case is timed (as_timed)
+UNFILLED = "COURSE_NEW_MEMORY_UNFILLED"  # set to 1: new tensors are not filled with NaN
+# Off while a perf case is timed (as_timed), and in a process run under initcheck (UNFILLED,
+# course/sanitize.py, tool_env), which must see the memory an op never writes as unwritten.
+_fill_new_memory = os.environ.get(UNFILLED) != "1"
 
 
 @contextlib.contextmanager
@@ -190,11 +194,11 @@ class _OpsSeen(TorchDispatchMode):
 def as_timed():
     """Calls made as the timer makes them: new memory is not filled with NaN (empty_is_nan)."""
     global _fill_new_memory
-    _fill_new_memory = False
+    before, _fill_new_memory = _fill_new_memory, False
     try:
         yield
     finally:
-        _fill_new_memory = True
+        _fill_new_memory = before
 
 
 def _timing(op, arg_sets: list[tuple], device: str):

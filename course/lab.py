@@ -2,6 +2,7 @@
 
     find_bug(unit, files, "memcheck")                       compute-sanitizer over the public small GPU cases
     find_bug(unit, files, "tests", cases=["cuda_fwd_x"])    the named public cases, with their mismatch reports
+    find_bug(unit, files, "gradcheck")                      the public suite's lab cases for that tool (LAB_CASES)
     find_bug(unit, files, "racecheck", plant={...})         the same on a copy with one bug planted
 
 The op always runs in a child process: an illegal address ruins a CUDA context for good, and
@@ -19,6 +20,9 @@ import sys
 
 LAB_ROOT = "lab"  # planted copies and their builds
 TESTS = "tests"
+# Tools that are no sanitizer: the public suite runs them as cases of its own, LAB_CASES[tool],
+# graded in the hidden suite alone.
+SUITE_TOOLS = ("gradcheck",)
 
 
 def _planted_copy(unit: str, files: list[str], plant: dict) -> str:
@@ -55,8 +59,8 @@ def find_bug(
     from course.sanitize import TOOLS, find_sanitizer, run_sanitizer
     from course.suites import import_suite, public_root
 
-    if tool not in (*TOOLS, TESTS):
-        raise ValueError(f"tool must be one of {', '.join(TOOLS)} or {TESTS!r}, got {tool!r}")
+    if tool not in (*TOOLS, *SUITE_TOOLS, TESTS):
+        raise ValueError(f"tool must be one of {', '.join((*TOOLS, *SUITE_TOOLS))} or {TESTS!r}, got {tool!r}")
     if tool == TESTS and not cases:
         raise ValueError("cases: name the public cases to run with tool 'tests'")
     import torch
@@ -78,10 +82,7 @@ def find_bug(
             print(report.output)
         found = not report.clean
     else:
-        known = [case.name for case in import_suite(suites_root, unit, hidden=False).CASES]
-        unknown = [name for name in cases if name not in known]
-        if unknown:
-            raise ValueError(f"cases: no public case named {', '.join(unknown)}; there are {', '.join(known)}")
+        cases = _cases_run(import_suite(suites_root, unit, hidden=False), tool, cases)
         built = build(plan, source_dir, build_dir)
         command = [sys.executable, "-m", "course.lab", plan.to_json(), source_dir, built.library, suites_root, *cases]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -89,6 +90,24 @@ def find_bug(
         found = run.returncode != 0
     print(f"{tool}: {'found a bug' if found else 'found nothing'}")
     return found
+
+
+def _cases_run(spec, tool: str, cases) -> list[str]:
+    """The names of the public cases `tool` runs: those named (tests), or the suite's lab cases."""
+    if tool in SUITE_TOOLS:
+        if not lab_cases(spec).get(tool):
+            raise ValueError(f"{spec.__name__} has no LAB_CASES[{tool!r}] for the lab to run")
+        return [case.name for case in lab_cases(spec)[tool]]
+    known = [case.name for case in spec.CASES]
+    unknown = [name for name in cases if name not in known]
+    if unknown:
+        raise ValueError(f"cases: no public case named {', '.join(unknown)}; there are {', '.join(known)}")
+    return list(cases)
+
+
+def lab_cases(spec) -> dict:
+    """{tool: [Case]}: the cases a public suite runs only for the lab's tools (SUITE_TOOLS)."""
+    return getattr(spec, "LAB_CASES", {})
 
 
 def main(argv: list[str]) -> int:
@@ -104,7 +123,7 @@ def main(argv: list[str]) -> int:
     plan = Plan.from_json(plan_json)
     module = load(plan, Built(library=library), source_dir)
     spec = import_suite(suites_root, plan.name, hidden=False)
-    known = {case.name: case for case in spec.CASES}
+    known = {case.name: case for case in [*spec.CASES, *(c for cases in lab_cases(spec).values() for c in cases)]}
     seed, failed = random.randrange(2**31), 0
     for name in names:
         verdict = run_case(spec, module, known[name], seed)

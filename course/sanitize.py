@@ -10,7 +10,9 @@ builds the unit's sources here, then runs
 whose process loads the build and calls the op on every small CUDA values case of the suite
 (the hidden one; a notebook's, which has no other, the public one). PyTorch's caching allocator is off there: each tensor is then an allocation of its own,
 so a write one element past a tensor's end is past the allocation, where memcheck sees it (a
-cached block would hide it inside the block's slack).
+cached block would hide it inside the block's slack). Under initcheck new tensors are also left
+as CUDA hands them out, not filled with NaN (course/harness.py, empty_is_nan): the fill writes
+every byte, and initcheck would see no memory as unwritten.
 """
 
 from __future__ import annotations
@@ -53,7 +55,17 @@ _HINTS = {
     "thread, block and line it names, and check that loop's bounds (day04, 7.3)",
     "racecheck": "compute-sanitizer --tool racecheck saw threads reading shared memory that others write "
     "with no __syncthreads() between: read the two lines it names (day04, 7.4)",
+    "initcheck": "compute-sanitizer --tool initcheck saw a read of device memory nothing had written: read "
+    "the kernel, thread and line it names, and find who was to write that memory (day04, 7.5)",
 }
+
+
+def tool_env(tool: str) -> dict[str, str]:
+    """What the process run under `tool` needs in its environment: the caching allocator off,
+    and under initcheck new tensors left unwritten."""
+    from course.harness import UNFILLED
+
+    return {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", **({UNFILLED: "1"} if tool == "initcheck" else {})}
 
 
 def sanitizer_cases(tools=("memcheck", "racecheck"), points: float = 1.0, skip: tuple[str, ...] = ()) -> list:
@@ -114,7 +126,7 @@ def run_sanitizer(
     if plan.build != "jit":
         raise ValueError(f"{plan.name}: only units built with the JIT builder are sanitized, not {plan.build!r}")
     built = build(plan, source_dir, build_dir)
-    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    env = {**os.environ, **tool_env(tool)}
     command = [
         sanitizer,
         "--tool",

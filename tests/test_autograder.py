@@ -21,7 +21,6 @@ from autograder import report
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from course.cases import needed
-from course.lab import TESTS
 from course.sanitize import SANITIZER, find_sanitizer
 from course.spec import mutants, units
 
@@ -118,8 +117,8 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
 
 
 def _mutant_params():
-    for unit in UNITS:  # and the planted bugs the tests find (a debugging lab's starter ships them)
-        planted = [bug for bug in mutants.load_planted(unit).values() if bug.found_by == TESTS]
+    for unit in UNITS:  # and the planted bugs that say what they lose (a debugging lab's starter ships them)
+        planted = [bug for bug in mutants.load_planted(unit).values() if bug.loses]
         for mutant in [*mutants.load(unit).values(), *planted]:
             marks = ([pytest.mark.gpu] if mutant.gpu_only else []) + ([pytest.mark.timed] if mutant.timed else [])
             if mutant.min_gpus > GPUS:

@@ -63,7 +63,8 @@ def _verdicts(tmp_path, monkeypatch, script):
 
 def test_a_clean_exit_after_every_case_passes(tmp_path, monkeypatch):
     verdicts = _verdicts(tmp_path, monkeypatch, COMPLETE + "exit 0\n")
-    assert all(v.passed for v in verdicts.values()) and set(verdicts) == {"cuda_memcheck", "cuda_racecheck"}
+    tools = {"cuda_memcheck", "cuda_racecheck", "cuda_initcheck"}
+    assert all(v.passed for v in verdicts.values()) and set(verdicts) == tools
 
 
 def test_an_op_that_raised_on_its_cases_gets_no_points_for_a_clean_report(tmp_path, monkeypatch):

@@ -1,29 +1,39 @@
-"""compute-sanitizer over the references' small CUDA cases: clean under memcheck and racecheck;
-and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool it names. A bug
-the tests find instead is graded with the mutants (tests/test_autograder.py)."""
+"""compute-sanitizer over the references' small CUDA cases: clean under each tool their suite
+grades; and each planted bug (solutions/<unit>/planted_bugs.toml) reported by the tool it
+names, as the lab's cells run it (course/lab.py). Every planted bug that lists what it loses is
+also graded like a mutant (tests/test_autograder.py): a bug a sanitizer finds loses that
+tool's graded case."""
 
 import pytest
 from conftest import HAS_GPU
-from helpers import explain
 
-from autograder.grade import grade
-from autograder.grade_options import GradeOptions
-from course.lab import TESTS
+from course.lab import SUITE_TOOLS, TESTS, find_bug
 from course.sanitize import SANITIZER, TOOLS, find_sanitizer, run_sanitizer, small_cuda_cases
 from course.spec import mutants, units
 
 SANITIZED_UNITS = [u for u in units.all_units() if u.has_tests() and u.build == "jit" and small_cuda_cases(u.tests())]
 PLANTED = [(unit, bug) for unit in units.all_units() for bug in mutants.load_planted(unit).values()]
 SANITIZED_BUGS = [(unit, bug) for unit, bug in PLANTED if bug.found_by in TOOLS]
+SUITE_TOOL_BUGS = [(unit, bug) for unit, bug in PLANTED if bug.found_by in SUITE_TOOLS]
 needs_sanitizer = pytest.mark.skipif(
     not HAS_GPU or find_sanitizer() is None, reason="needs a GPU and compute-sanitizer"
 )
 
 
+def _graded_tools(unit) -> list[str]:
+    return [case.params["tool"] for case in unit.tests().CASES if case.kind == SANITIZER]
+
+
 @pytest.mark.parametrize("unit, bug", PLANTED, ids=lambda p: getattr(p, "name", ""))
 def test_planted_bug_applies_and_names_a_tool(unit, bug, tmp_path):
-    assert bug.found_by in (*TOOLS, TESTS), f"{bug.name}: found_by must be one of {TOOLS} or {TESTS!r}"
-    assert (bug.found_by == TESTS) == bool(bug.loses), f"{bug.name}: a bug the tests find says which they lose"
+    tools = (*TOOLS, *SUITE_TOOLS, TESTS)
+    assert bug.found_by in tools, f"{bug.name}: found_by must be one of {tools}"
+    if bug.found_by not in TOOLS:
+        assert bug.loses, f"{bug.name}: a bug the tests or gradcheck find says which tests it loses"
+    elif bug.found_by in _graded_tools(unit):  # graded like a mutant: it loses its tool's case
+        assert f"cuda_{bug.found_by}" in bug.expected_losses([f"cuda_{bug.found_by}"]), bug.name
+    if bug.name in unit.planted_regions():  # a lab's bug says what the student sees, and what its tool says
+        assert bug.symptom and bug.report, f"{bug.name}: planted_bugs.toml gives its symptom and report"
     mutants.write(unit, bug, str(tmp_path))  # raises where the reference no longer has its edit
 
 
@@ -37,9 +47,24 @@ def test_every_bug_the_starter_ships_is_listed(unit):
         assert edit["new"] in template and edit["old"] != edit["new"], name
 
 
+@pytest.mark.parametrize("unit", [u for u in units.all_units() if u.planted_regions()], ids=lambda u: u.name)
+def test_a_lab_s_suite_has_a_case_for_each_suite_tool_its_bugs_name(unit):
+    from course.lab import lab_cases
+
+    public = unit.tests(hidden=False)
+    for bug in mutants.load_planted(unit).values():
+        if bug.found_by in SUITE_TOOLS:
+            assert lab_cases(public).get(bug.found_by), f"{bug.name}: the public suite has no LAB_CASES for it"
+
+
+def _reference_tool_params():
+    for unit in SANITIZED_UNITS:
+        for tool in _graded_tools(unit) or ["memcheck", "racecheck"]:
+            yield pytest.param(unit, tool, id=f"{unit.name}-{tool}")
+
+
 @needs_sanitizer
-@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-@pytest.mark.parametrize("unit", SANITIZED_UNITS, ids=lambda u: u.name)
+@pytest.mark.parametrize("unit, tool", list(_reference_tool_params()))
 def test_reference_is_clean_under_the_sanitizer(unit, tool, tmp_path):
     source = tmp_path / "src"
     unit.write("solution", str(source))
@@ -56,24 +81,31 @@ def test_planted_bug_is_found_by_its_tool(unit, bug, tmp_path):
     assert not report.clean, f"{bug.found_by} found nothing in {bug.name}:\n{report.output}"
 
 
-GRADED_BUGS = [
-    (unit, bug)
-    for unit, bug in SANITIZED_BUGS
-    if any(case.kind == SANITIZER and case.params["tool"] == bug.found_by for case in unit.tests().CASES)
-]
+@pytest.mark.gpu
+@pytest.mark.parametrize("unit, bug", SUITE_TOOL_BUGS, ids=lambda p: getattr(p, "name", ""))
+def test_the_lab_s_suite_tool_finds_its_bug_and_nothing_in_the_reference(unit, bug, tmp_path, monkeypatch, capsys):
+    """The lab's cell as the instructor's notebook runs it: the solution, then the bug planted
+    into it (find_bug's `plant`), in the folder named after the unit, as in a notebook."""
+    monkeypatch.chdir(tmp_path)
+    unit.write("solution", unit.name)
+    assert not find_bug(unit.name, list(unit.files), bug.found_by, suites_root=unit.solutions), capsys.readouterr().out
+    assert find_bug(unit.name, list(unit.files), bug.found_by, plant=bug.edits[0], suites_root=unit.solutions)
+    assert f"{bug.found_by}: found a bug" in capsys.readouterr().out
 
 
-@needs_sanitizer
-@pytest.mark.parametrize("unit, bug", GRADED_BUGS, ids=lambda p: getattr(p, "name", ""))
-def test_the_grader_takes_the_points_of_a_planted_bug_s_tool(unit, bug, tmp_path):
-    """The autograder's sanitizer cases: the bug loses its tool's case. A bad access leaves the
-    values right, so it keeps the other tool's; a race may give wrong values in the other
-    tool's slowed run too, which then rightly fails it."""
-    mutants.write(unit, bug, str(tmp_path / "submission"))
-    sanitized = tuple(case.name for case in unit.tests().CASES if case.kind == SANITIZER)
-    options = GradeOptions(seed=3, work=str(tmp_path / "work"), tests=sanitized)
-    result = grade(str(tmp_path / "submission"), unit, options)
-    failed = {t.name for t in result.tests if t.name in sanitized and not t.passed}
-    assert f"cuda_{bug.found_by}" in failed, explain(result)
-    if bug.found_by != "racecheck":
-        assert failed == {f"cuda_{bug.found_by}"}, explain(result)
+@pytest.mark.parametrize("tool", ["memcheck", "initcheck"])
+def test_only_initcheck_s_process_leaves_new_tensors_unfilled(tool):
+    """The NaN fill writes every new tensor: under initcheck nothing would look unwritten."""
+    import os
+    import subprocess
+    import sys
+
+    from course.sanitize import tool_env
+
+    probe = (
+        "import torch\nfrom course.harness import empty_is_nan\n"
+        "with empty_is_nan():\n    print(torch.are_deterministic_algorithms_enabled())"
+    )
+    env = {**os.environ, **tool_env(tool)}
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    assert run.stdout.strip() == str(tool != "initcheck"), run.stdout + run.stderr

@@ -39,10 +39,13 @@ class Mutant:
     min_gpus: int = 0  # what it loses shows only on a machine with this many GPUs
     sandbox: str = ""  # the sandbox mode its verdict needs; graded elsewhere, it is skipped
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
-    found_by: str = ""  # a compute-sanitizer tool, or "tests" (then `loses` says which)
+    found_by: str = ""  # a compute-sanitizer tool, a lab's suite tool (gradcheck), or "tests"
     either: tuple[str, ...] = ()  # tests a race loses only sometimes: lost or kept, both are right
     diagnosis: str = ""  # what the suite's own reading of its wrong outputs (an op's `diagnose`,
     # course/ops.py) says under each case of such an op it loses
+    # A debugging lab's bug (a BUG region) says what a student sees and what its tool reports:
+    symptom: str = ""
+    report: str = ""
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -105,6 +108,8 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             entry.get("found_by", ""),
             tuple(entry.get("either", ())),
             entry.get("diagnosis", ""),
+            entry.get("symptom", ""),
+            entry.get("report", ""),
         )
     return found
 

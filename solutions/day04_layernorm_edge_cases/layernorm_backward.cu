@@ -4,6 +4,7 @@
 //   dx_j = rstd · (g_j − mean(g) − x̂_j · mean(g · x̂))   one block per row     layernorm_backward_dx_kernel
 //   dγ_j = Σ_rows dy_j · x̂_j,  dβ_j = Σ_rows dy_j       strips of rows, then  param_partials_kernel
 //                                                        the strips per column param_sums_kernel
+//                                                        (both by tiles of 32 columns)
 // No atomics: every sum is taken in the same order on every run (day03). Every sum runs in
 // acc_type_t<T>, and only the final dx, dγ and dβ are rounded to T.
 #include "device_math.cuh"
@@ -14,9 +15,7 @@ namespace {
 
 constexpr int kThreadsPerRow = 256;       // dx: a block of 256 threads per row
 constexpr int64_t kMaxRowBlocks = 65535;  // enough to fill any GPU; more rows are looped over
-constexpr int kTileColumns = 32;          // stage 1: a block covers 32 columns (a warp's lanes) ...
-constexpr int kRowLanes = 8;              // ... and 8 rows at a time (one row per warp)
-constexpr int kThreadsPerSum = 256;       // stage 2: one thread per column
+constexpr int kRowLanes = 8;              // stage 1: a block covers a tile's columns and 8 rows at a time
 
 template <typename T>
 __global__ void layernorm_backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
@@ -44,13 +43,8 @@ __global__ void layernorm_backward_dx_kernel(const T* __restrict__ dy, const T* 
     const acc_t mean_g = sum_g / cols;
     const acc_t mean_g_xhat = sum_g_xhat / cols;
 
-    // BEGIN BUG last_column_never_written
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
       const acc_t xhat = (to_acc(x_row[j]) - row_mean) * row_rstd;
-    // PLANTED
-    for (int j = threadIdx.x; j < cols - 1; j += blockDim.x) {
-      const acc_t xhat = (to_acc(x_row[j]) - row_mean) * row_rstd;
-    // END BUG
       const acc_t g = to_acc(dy_row[j]) * to_acc(gamma[j]);
       dx_row[j] = from_acc<T>(row_rstd * (g - mean_g - xhat * mean_g_xhat));
     }
@@ -59,30 +53,35 @@ __global__ void layernorm_backward_dx_kernel(const T* __restrict__ dy, const T* 
 
 // Stage 1 of dγ and dβ: block (blockIdx.x, blockIdx.y) sums strip blockIdx.y of the rows for
 // the 32 columns of tile blockIdx.x. Thread (x, y) takes column x of the tile and rows y, y + 8,
-// ... of the strip, so each warp reads 32 neighbouring elements of a row at a time; the 8
-// sums of each column then meet in shared memory.
+// ... of the strip, so each warp reads 32 neighbouring elements of a row at a time; the 8 sums
+// of each column then meet in shared memory. A row of partials has whole tiles of columns
+// (padded_param_columns, layernorm_kernels.h).
 template <typename T>
 __global__ void param_partials_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                       const acc_type_t<T>* __restrict__ mean,
                                       const acc_type_t<T>* __restrict__ rstd,
                                       acc_type_t<T>* __restrict__ partial_dgamma,
                                       acc_type_t<T>* __restrict__ partial_dbeta, int64_t rows,
-                                      int cols, int64_t rows_per_strip) {
+                                      int cols, int64_t padded_cols, int64_t rows_per_strip) {
   using acc_t = acc_type_t<T>;
-  __shared__ acc_t dgamma_lanes[kRowLanes][kTileColumns];
-  __shared__ acc_t dbeta_lanes[kRowLanes][kTileColumns];
-  const int col = blockIdx.x * kTileColumns + threadIdx.x;
+  __shared__ acc_t dgamma_lanes[kRowLanes][kParamTileColumns];
+  __shared__ acc_t dbeta_lanes[kRowLanes][kParamTileColumns];
+  const int col = blockIdx.x * kParamTileColumns + threadIdx.x;
   const int64_t first_row = blockIdx.y * rows_per_strip;
   const int64_t end_row = first_row + rows_per_strip < rows ? first_row + rows_per_strip : rows;
   acc_t dgamma = 0;
   acc_t dbeta = 0;
-  if (col < cols) {
-    for (int64_t row = first_row + threadIdx.y; row < end_row; row += kRowLanes) {
-      const int64_t at = row * cols + col;  // 64-bit, as everywhere
-      const acc_t dy_value = to_acc(dy[at]);
-      dgamma += dy_value * (to_acc(x[at]) - mean[row]) * rstd[row];
-      dbeta += dy_value;
-    }
+  // BEGIN BUG reads_past_the_last_row
+  // The last tile's threads past column D - 1 read nothing: their column would be the next
+  // row's first elements, and past the last row, no memory of x or dy at all.
+  for (int64_t row = first_row + threadIdx.y; col < cols && row < end_row; row += kRowLanes) {
+  // PLANTED
+  for (int64_t row = first_row + threadIdx.y; row < end_row; row += kRowLanes) {
+  // END BUG
+    const int64_t at = row * cols + col;  // 64-bit, as everywhere
+    const acc_t dy_value = to_acc(dy[at]);
+    dgamma += dy_value * (to_acc(x[at]) - mean[row]) * rstd[row];
+    dbeta += dy_value;
   }
   dgamma_lanes[threadIdx.y][threadIdx.x] = dgamma;
   dbeta_lanes[threadIdx.y][threadIdx.x] = dbeta;
@@ -90,46 +89,41 @@ __global__ void param_partials_kernel(const T* __restrict__ dy, const T* __restr
   __syncthreads();  // lane 0 reads what the other 7 warps wrote: wait until they all have
   // PLANTED
   // END BUG
+  // BEGIN BUG padding_never_written
+  if (threadIdx.y == 0) {  // every column of the tile: past D - 1, the padding's zeros
+  // PLANTED
   if (threadIdx.y == 0 && col < cols) {
+  // END BUG
     for (int lane = 1; lane < kRowLanes; ++lane) {
       dgamma += dgamma_lanes[lane][threadIdx.x];
       dbeta += dbeta_lanes[lane][threadIdx.x];
     }
-    partial_dgamma[blockIdx.y * static_cast<int64_t>(cols) + col] = dgamma;
-    partial_dbeta[blockIdx.y * static_cast<int64_t>(cols) + col] = dbeta;
+    partial_dgamma[blockIdx.y * padded_cols + col] = dgamma;
+    partial_dbeta[blockIdx.y * padded_cols + col] = dbeta;
   }
 }
 
-// Stage 2: one thread per column adds the strips' partials in order, strip 0 first, and
-// rounds the total to T once.
+// Stage 2, by the same tiles: thread x of block t adds up column x of tile t over the strips,
+// strip 0 first, and rounds the total to T once. Every thread has a column of the partials to
+// read, the padding's included; only columns below D are stored.
 template <typename T>
 __global__ void param_sums_kernel(const acc_type_t<T>* __restrict__ partial_dgamma,
                                   const acc_type_t<T>* __restrict__ partial_dbeta,
                                   T* __restrict__ dgamma, T* __restrict__ dbeta,
-                                  int64_t num_strips, int cols) {
+                                  int64_t num_strips, int cols, int64_t padded_cols) {
   using acc_t = acc_type_t<T>;
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  // BEGIN BUG reads_past_the_last_column
-  if (col >= cols) return;  // the last block has threads past the last column
+  const int col = blockIdx.x * kParamTileColumns + threadIdx.x;
   acc_t dgamma_sum = 0;
   acc_t dbeta_sum = 0;
   for (int64_t strip = 0; strip < num_strips; ++strip) {
-    dgamma_sum += partial_dgamma[strip * cols + col];
-    dbeta_sum += partial_dbeta[strip * cols + col];
+    dgamma_sum += partial_dgamma[strip * padded_cols + col];
+    dbeta_sum += partial_dbeta[strip * padded_cols + col];
   }
-  // PLANTED
-  acc_t dgamma_sum = 0;
-  acc_t dbeta_sum = 0;
-  for (int64_t strip = 0; strip < num_strips; ++strip) {
-    dgamma_sum += partial_dgamma[strip * cols + col];
-    dbeta_sum += partial_dbeta[strip * cols + col];
+  if (col < cols) {
+    dgamma[col] = from_acc<T>(dgamma_sum);
+    dbeta[col] = from_acc<T>(dbeta_sum);
   }
-  if (col >= cols) return;
-  // END BUG
-  dgamma[col] = from_acc<T>(dgamma_sum);
-  dbeta[col] = from_acc<T>(dbeta_sum);
 }
-
 }  // namespace
 
 template <typename T>
@@ -138,11 +132,7 @@ cudaError_t launch_layernorm_backward_dx(const T* dy, const T* x, const T* gamma
                                          T* dx, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;  // nothing to do, and a grid of 0 blocks is an error
   const int blocks = static_cast<int>(rows < kMaxRowBlocks ? rows : kMaxRowBlocks);
-  // BEGIN BUG launched_on_the_default_stream
   layernorm_backward_dx_kernel<T><<<blocks, kThreadsPerRow, 0, stream>>>(
-  // PLANTED
-  layernorm_backward_dx_kernel<T><<<blocks, kThreadsPerRow>>>(
-  // END BUG
       dy, x, gamma, mean, rstd, dx, rows, static_cast<int>(cols));
   return cudaGetLastError();
 }
@@ -153,21 +143,20 @@ cudaError_t launch_layernorm_backward_params(const T* dy, const T* x, const acc_
                                              T* dgamma, T* dbeta, int64_t rows, int64_t cols,
                                              cudaStream_t stream) {
   const int64_t strips = num_param_strips(rows);
+  const int64_t padded_cols = padded_param_columns(cols);
+  const unsigned tiles = static_cast<unsigned>(padded_cols / kParamTileColumns);
   acc_type_t<T>* partial_dgamma = partials;
-  acc_type_t<T>* partial_dbeta = partials + strips * cols;
+  acc_type_t<T>* partial_dbeta = partials + strips * padded_cols;
   if (strips > 0) {  // without rows there are no strips, and stage 2 writes zeros
-    const dim3 grid(static_cast<unsigned>((cols + kTileColumns - 1) / kTileColumns),
-                    static_cast<unsigned>(strips));
-    param_partials_kernel<T><<<grid, dim3(kTileColumns, kRowLanes), 0, stream>>>(
-        dy, x, mean, rstd, partial_dgamma, partial_dbeta, rows, static_cast<int>(cols),
+    param_partials_kernel<T><<<dim3(tiles, static_cast<unsigned>(strips)),
+                               dim3(kParamTileColumns, kRowLanes), 0, stream>>>(
+        dy, x, mean, rstd, partial_dgamma, partial_dbeta, rows, static_cast<int>(cols), padded_cols,
         rows_per_param_strip(rows));
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
   }
-  const int blocks = static_cast<int>((cols + kThreadsPerSum - 1) / kThreadsPerSum);
-  param_sums_kernel<T><<<blocks, kThreadsPerSum, 0, stream>>>(partial_dgamma, partial_dbeta,
-                                                             dgamma, dbeta, strips,
-                                                             static_cast<int>(cols));
+  param_sums_kernel<T><<<tiles, kParamTileColumns, 0, stream>>>(
+      partial_dgamma, partial_dbeta, dgamma, dbeta, strips, static_cast<int>(cols), padded_cols);
   return cudaGetLastError();
 }
 

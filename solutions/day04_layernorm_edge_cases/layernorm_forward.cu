@@ -43,7 +43,11 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
       const acc_t centered = to_acc(x_row[j]) - mean;
       squares += centered * centered;
     }
-    const acc_t rstd = rsqrt(block_reduce_sum(squares) / cols + eps);
+    // BEGIN BUG rstd_in_float
+    const acc_t rstd = rsqrt(block_reduce_sum(squares) / cols + eps);  // float or double, as acc_t
+    // PLANTED
+    const acc_t rstd = rsqrtf(block_reduce_sum(squares) / cols + eps);
+    // END BUG
 
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
       const acc_t xhat = (to_acc(x_row[j]) - mean) * rstd;

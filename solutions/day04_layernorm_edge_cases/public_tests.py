@@ -9,6 +9,8 @@ A case's inputs name what it runs ("op"):
 - backward: the gradients of layer_norm through autograd against float64 F.layer_norm's;
 - no_affine: layer_norm(x, D) with gamma and beta left out, as F.layer_norm allows;
 - backward_op: the compiled backward called directly (its error cases);
+- gradcheck: torch.autograd.gradcheck's test of layer_norm in float64, judged from the raw data
+  (course/ops.py, gradcheck_op): graded in the hidden suite, and the lab's gradcheck (LAB_CASES);
 - overflow_forward, overflow_backward: a 4 GiB fp16 x of B * D > 2^31 elements, built on the
   GPU from a small tile; only its last rows (and dgamma, dbeta) come back to be judged. The
   backward one calls the compiled backward on statistics the parent computed, with dy = x.
@@ -23,7 +25,7 @@ import torch
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.harness import nan_filled
-from course.ops import Op, dtypes_like, gradients
+from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
 from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
@@ -113,6 +115,15 @@ def _backward(ext, inputs):
     def layer_norm(x, gamma, beta):
         return ext.layer_norm(x, inputs["normalized_shape"], gamma, beta, inputs["eps"])
     return gradients(layer_norm, inputs, ("x", "gamma", "beta"), "dy")
+
+
+GRADCHECK_INPUTS = ("x", "gamma", "beta")  # what gradcheck nudges and differentiates for
+
+
+def _gradcheck(ext, inputs):
+    def layer_norm(x, gamma, beta):
+        return ext.layer_norm(x, inputs["normalized_shape"], gamma, beta, inputs["eps"])
+    return jacobian_probe(layer_norm, inputs, GRADCHECK_INPUTS)
 
 
 def _no_affine(ext, inputs):
@@ -216,6 +227,7 @@ OPS = {
     "forward": Op(nan_filled(_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(), _forward_tolerance),
     "backward": Op(nan_filled(_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3), _backward_tolerance),
     "no_affine": Op(nan_filled(_no_affine), _no_affine_reference, ("y",), dtypes_like("x"), _forward_tolerance),
+    "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
     "backward_op": Op(nan_filled(compiled_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3),
                       _backward_tolerance),
     "overflow_forward": Op(nan_filled(_overflow_forward), _overflow_forward_reference, FORWARD_OUTPUTS,
@@ -243,6 +255,8 @@ FUNCTIONS_RUN = {
     "backward": {path: LAYER_NORM + functions + ("layernorm.cpp, check_backward_inputs",)
                  for path, functions in FORWARD.items()},
     "backward_op": BACKWARD_OP,
+    "gradcheck": {path: LAYER_NORM + functions + ("layernorm.cpp, check_backward_inputs",)
+                  for path, functions in FORWARD.items()},
     "overflow_forward": FORWARD,
     "overflow_backward": BACKWARD_OP,
 }
@@ -267,12 +281,16 @@ HINTS = {
                   "cancels? (lesson 3.1)",
     "fp16": "fp16: the report shows mean and rstd off by about 1e-3: in which precision do your sums run? (lesson 3.2)",
     "bf16": "bf16: the report shows mean and rstd off by about 1e-2: in which precision do your sums run? (lesson 3.2)",
-    "fp64": "float64: the report's errors are float32-sized: is a sum narrowed to float on the way?",
+    "fp64": "float64: the report's errors are float32-sized: does a step of the float64 path (a sum, a math "
+            "function) run in float? gradcheck in float64 shows it too (lesson 7.6)",
     "overflow": "only the 4 GiB case fails: find the first wrong row in the mismatch report and the offset, in "
                 "elements, of its first value; run the case under CUDA_LAUNCH_BLOCKING=1 (lesson 7.2)",
 }
-STREAM_HINT_LAB = ("the inputs arrive on a side stream the caller made current, after a delay: which stream does "
-                   "each of your launches run on? (lesson 7.5)")
+STREAM_HINT = ("the inputs arrive on a side stream the caller made current, after a delay: which stream does "
+               "each of your launches run on? (lesson 7.8)")
+GRADCHECK_HINT = ("torch.autograd.gradcheck of layer_norm in float64 failed: read where the two Jacobians differ "
+                  "and by how much: a term's size in some elements points at the backward's formula, noise of "
+                  "about 1e-2 all over a row's block at a step of the float64 path taken in float (lesson 7.6)")
 
 
 def _edge(what, shape, dtype=torch.float32, hint="", strided=(), layout="", **params):
@@ -301,11 +319,22 @@ CASES = [
     *_edge("transposed", (64, 96), strided=("x", "dy"), layout="transposed"),
     *_edge("empty", (0, 64)),
     *_edge("fp16", (64, 4096), torch.float16),
-    # The debugging lab's planted bugs each lose one of these on the GPU (lesson, section 7).
     Case("cuda_bwd_current_stream", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(512, 1024)),
-         checks=(SIDE_STREAM,), hint=STREAM_HINT_LAB),
+         checks=(SIDE_STREAM,), hint=STREAM_HINT),
     Case("cuda_fwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_forward", dtype=torch.float16),
          hint=HINTS["overflow"], timeout=120.0),
     _error("error_gamma_shape", ("gamma",), gamma=lambda t: t[:-1]),
     _error("error_eps_zero", ("eps",), eps=lambda e: 0.0),
 ]
+
+# The debugging lab's own checks, by tool: what course/lab.py runs for a planted bug found by a
+# tool that is no sanitizer. Not graded here (the hidden suite grades the same check).
+GRADCHECK_SHAPE = (2, 32)
+
+
+def gradcheck_case(name):
+    return values_case(name, "cuda", GRADCHECK_SHAPE, torch.float64, checks=(), hint=GRADCHECK_HINT,
+                       group="gradients", op="gradcheck")
+
+
+LAB_CASES = {"gradcheck": [gradcheck_case("lab_gradcheck_fp64")]}

@@ -147,7 +147,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward(const at::Tensor& dy, co
       error = launch_layernorm_backward_dx(dy_ptr, x_ptr, gamma_ptr, mean_ptr, rstd_ptr, cuda_ptr<scalar_t>(dx), rows,
                                            cols, stream);
       if (error == cudaSuccess) {
-        auto partials = at::empty({2, num_param_strips(rows), cols}, mean.options());
+        auto partials = at::empty({2, num_param_strips(rows), padded_param_columns(cols)}, mean.options());
         error = launch_layernorm_backward_params(dy_ptr, x_ptr, mean_ptr, rstd_ptr, partials.data_ptr<stats_t>(),
                                                  cuda_ptr<scalar_t>(dgamma), cuda_ptr<scalar_t>(dbeta), rows, cols,
                                                  stream);

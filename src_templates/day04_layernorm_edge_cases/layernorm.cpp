@@ -242,7 +242,7 @@ void backward_cuda(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& 
     if (dgamma.defined()) {
       // Freed when this returns, with the kernels perhaps still running: safe, because the
       // caching allocator hands it out again only to work queued after them on this stream.
-      auto partials = at::empty({2, num_param_strips(rows), cols}, mean.options());
+      auto partials = at::empty({2, num_param_strips(rows), padded_param_columns(cols)}, mean.options());
       const cudaError_t error = launch_layernorm_backward_params(
           cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), mean.const_data_ptr<stats_t>(),
           rstd.const_data_ptr<stats_t>(), partials.data_ptr<stats_t>(), cuda_ptr<scalar_t>(dgamma),

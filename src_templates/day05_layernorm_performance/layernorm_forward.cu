@@ -39,7 +39,7 @@ __global__ void layernorm_forward_kernel(const T* __restrict__ x, const T* __res
       const acc_t centered = to_acc(x_row[j]) - mean;
       squares += centered * centered;
     }
-    const acc_t rstd = rsqrt(block_reduce_sum(squares) / cols + eps);
+    const acc_t rstd = rsqrt(block_reduce_sum(squares) / cols + eps);  // float or double, as acc_t
 
     for (int j = threadIdx.x; j < cols; j += blockDim.x) {
       const acc_t xhat = (to_acc(x_row[j]) - mean) * rstd;

@@ -27,6 +27,14 @@ inline int64_t rows_per_param_strip(int64_t rows) {
   return strips == 0 ? 0 : (rows + strips - 1) / strips;
 }
 
+// Both stages take the columns in tiles of 32 (a warp's lanes), and a strip's row of partials
+// has whole tiles: D rounded up to a multiple of 32.
+constexpr int kParamTileColumns = 32;
+
+inline int64_t padded_param_columns(int64_t cols) {
+  return (cols + kParamTileColumns - 1) / kParamTileColumns * kParamTileColumns;
+}
+
 // Every launcher reads x, y, dy and dx as [rows, cols] row-major, gamma, beta, dgamma and dbeta
 // as [cols], mean and rstd as [rows]; launches on `stream`; and returns the launch error
 // (cudaSuccess when none). rows may be 0 (nothing is launched); 1 <= cols < 2^31.
@@ -41,8 +49,8 @@ cudaError_t launch_layernorm_backward_dx(const T* dy, const T* x, const T* gamma
                                          const acc_type_t<T>* mean, const acc_type_t<T>* rstd,
                                          T* dx, int64_t rows, int64_t cols, cudaStream_t stream);
 
-// partials: scratch of 2 * num_param_strips(rows) * cols elements of acc_type_t<T> (dgamma's
-// partials, then dbeta's); every element is written before it is read.
+// partials: scratch of 2 * num_param_strips(rows) * padded_param_columns(cols) elements of
+// acc_type_t<T> (dgamma's partials, then dbeta's); every element is written before it is read.
 template <typename T>
 cudaError_t launch_layernorm_backward_params(const T* dy, const T* x, const acc_type_t<T>* mean,
                                              const acc_type_t<T>* rstd, acc_type_t<T>* partials,

@@ -186,7 +186,8 @@ Tensors backward_cuda(const at::Tensor& dy_any, const at::Tensor& x_any, const s
     // The fused kernel where it takes the shape, else day 4's two passes.
     const int64_t blocks = layernorm_backward_fused_blocks<T>(rows, cols, aligned);
     const int64_t partial_rows = blocks > 0 ? blocks : num_param_strips(rows);
-    auto partials = at::empty({2, partial_rows, cols}, mean.options());
+    const int64_t partial_cols = blocks > 0 ? cols : padded_param_columns(cols);  // day 4's: whole tiles
+    auto partials = at::empty({2, partial_rows, partial_cols}, mean.options());
     cudaError_t error = cudaSuccess;
     if (blocks > 0) {
       error = launch_layernorm_backward_fused(cuda_ptr<scalar_t>(dy), cuda_ptr<scalar_t>(x), cuda_ptr<scalar_t>(w),
