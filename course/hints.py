@@ -22,6 +22,7 @@ MOSTLY = 0.5  # the share of a region that must be wrong for "this region is wro
 CONDITION_GAP = 10.0  # how much worse conditioned the wrong rows are than the right ones
 LOW_PRECISION = {torch.float16, torch.bfloat16}
 INT8_LIMIT = 127  # the largest |q| of a symmetric INT8 quantization
+STRIP_ROWS_READ = 1 << 14  # sums over more rows are not read for a strip left out
 PERIODS = (32, 64, 128, 256, 512, 1024)  # a warp, and the block widths kernels stride by
 
 
@@ -312,6 +313,29 @@ def followed_model(implied: torch.Tensor, allowed: torch.Tensor, models: dict[st
     return close[0] if len(close) == 1 else None
 
 
+def one_strip(name: str, got: torch.Tensor, terms: torch.Tensor, atol: float, rtol: float) -> list[str]:
+    """[a line] where `got`, a sum over the rows of `terms` [rows, columns] (a dbias, a dgamma),
+    is the sum over only its first or only its last rows: one strip's partial sums, the other
+    strips' not added up; else []."""
+    rows = terms.shape[0]
+    if rows < 2 or rows > STRIP_ROWS_READ:
+        return []
+    prefix = terms.double().cumsum(dim=0)
+    total = prefix[-1]
+    for count in range(1, rows):
+        for which, start, values in (
+            ("first", 0, prefix[count - 1]),
+            ("last", rows - count, total - prefix[rows - count - 1]),
+        ):
+            if follows(got, values, atol, rtol):
+                return [
+                    f"{name} matches the sum over rows {start} to {start + count - 1} of {rows} only (the {which} "
+                    f"{count}): the partial sums of the other rows' strips are not added in; check the loop "
+                    "that adds the strips up"
+                ]
+    return []
+
+
 def as_row_major(t: torch.Tensor) -> torch.Tensor:
     """The elements a kernel reads that indexes `t` as contiguous rows from its data pointer
     (data()[row * N + col]) whatever its strides; `t` itself where that reads past its storage."""
@@ -349,7 +373,10 @@ def swapped(names, outputs, expected, tolerances: dict) -> str | None:
             continue
         for j, other in enumerate(names):
             if j != i and expected[j].shape == got.shape and follows(got, expected[j].double(), *tolerances[name]):
-                return f"{name} holds what {other} should: check the order the outputs (or gradients) are returned in"
+                return (
+                    f"{name} holds what {other} should: check what is computed into {name}, and the order "
+                    "the outputs (or gradients) are returned in"
+                )
     return None
 
 
