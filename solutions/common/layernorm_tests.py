@@ -211,10 +211,12 @@ def forward_slips(name, inputs):
     """The forward's slips, as its output `name` (y, mean or rstd) comes out under each."""
     x, gamma, beta, eps = inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"]
     index = FORWARD_OUTPUTS.index(name)
-    mean = x.mean(dim=-1)
-    rstd = 1 / torch.sqrt(x.var(dim=-1, correction=1) + eps)
-    slips = {f"{name} matches a LayerNorm whose variance divides by D - 1, not by D: check what the sum of "
-             "squares is divided by": (_xhat(x, mean, rstd) * gamma + beta, mean, rstd)[index]}
+    slips = {}
+    if x.shape[-1] > 1:  # one feature: D - 1 is 0
+        mean = x.mean(dim=-1)
+        rstd = 1 / torch.sqrt(x.var(dim=-1, correction=1) + eps)
+        slips[f"{name} matches a LayerNorm whose variance divides by D - 1, not by D: check what the sum of "
+              "squares is divided by"] = (_xhat(x, mean, rstd) * gamma + beta, mean, rstd)[index]
     if eps != EPS:
         slips[f"{name} matches a LayerNorm with eps = {EPS:g}, not the eps passed ({eps:g}): check where eps "
               "comes from"] = layer_norm64(x, gamma, beta)[index]
