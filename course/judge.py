@@ -188,15 +188,17 @@ def _exact_share_problem(op, name: str, got: torch.Tensor, expected: torch.Tenso
     )
 
 
-def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
-    """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing."""
+def _values_problems(spec, inputs: dict, outputs: tuple, laid_out: dict | None = None, previous=None) -> list[str]:
+    """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing.
+    `laid_out`: the inputs as the op saw them (strided views), where the suite lays them out;
+    `previous`: the outputs of the call before, on other values in the same buffers."""
     op = op_for(spec, inputs)
     names = op.outputs
     if len(outputs) != len(names):
         return [f"returned {len(outputs)} outputs, expected {len(names)} ({', '.join(names)})"]
     expected = op.reference(inputs, outputs) if op.against_itself else op.reference(inputs)  # float64
     tolerances = op.tolerances(inputs)
-    problems = []
+    problems, wrong = [], {}
     for name, got, exp, dtype in zip(names, outputs, expected, op.dtypes(inputs)):
         atol, rtol = tolerances[name]
         if got.dtype != dtype:
@@ -205,12 +207,30 @@ def _values_problems(spec, inputs: dict, outputs: tuple) -> list[str]:
         mismatch = describe_mismatch(name, got, exp, atol, rtol) or _exact_share_problem(op, name, got, exp)
         if mismatch:
             problems.append(mismatch)
-            if got.shape == exp.shape and not op.against_itself:  # the patterns read outputs laid out like x
-                bad = wrong_elements(got, exp, atol, rtol)
-                lines = hints.explain(name, got, exp, bad, inputs)
-                lines += op.diagnose(name, got, inputs) if op.diagnose else []
-                problems += [PATTERN + line for line in lines]
+            if got.shape == exp.shape:  # the patterns read outputs laid out like x
+                wrong[name] = (got, exp, wrong_elements(got, exp, atol, rtol))
+    if wrong and not op.against_itself and not any(p.startswith(f"{n}: dtype") for n in names for p in problems):
+        problems += [PATTERN + line for line in _readings(op, inputs, outputs, expected, wrong, laid_out, previous)]
     return problems
+
+
+def _readings(op, inputs: dict, outputs: tuple, expected: tuple, wrong: dict, laid_out, previous) -> list[str]:
+    """What the wrong outputs say about their cause: a reading of the whole call where one fits
+    (strides ignored, outputs swapped, a result kept from the call before); else, for each wrong
+    output, the op's own reading (Op.diagnose) where it names one, else course.hints' patterns."""
+    tolerances = op.tolerances(inputs)
+    whole = (
+        (previous is not None and hints.repeated(op.outputs, outputs, previous))
+        or (laid_out is not None and hints.strides_ignored(op.reference, laid_out, outputs, tolerances, op.outputs))
+        or hints.swapped(op.outputs, outputs, expected, tolerances)
+    )
+    if whole:
+        return [whole]
+    lines = []
+    for name, (got, exp, bad) in wrong.items():
+        own = op.diagnose(name, got, inputs) if op.diagnose else []
+        lines += own or hints.explain(name, got, exp, bad, inputs)
+    return lines
 
 
 def _device_problems(spec, case: Case, inputs: dict, devices) -> list[str]:
@@ -356,15 +376,32 @@ def _draw_named(case: Case, index: int, count: int) -> str:
     return f"on input draw {index + 1} of {count} (new values in the same buffers): " if index else ""
 
 
+LAID_OUT_ELEMENTS = 1 << 22  # cases up to this size are laid out again in the parent for a reading
+
+
+def _laid_out(spec, case: Case, inputs: dict) -> dict | None:
+    """The inputs as the op saw them: the suite's layouts (strided views) made again, on the CPU;
+    None where the suite makes none, or the case is too large to copy."""
+    if (
+        not hasattr(spec, "on_device")
+        or case.kind != "values"
+        or (case.elements or LAID_OUT_ELEMENTS + 1) > LAID_OUT_ELEMENTS
+    ):
+        return None
+    return spec.on_device(case, dict(inputs))
+
+
 def _draws_problems(spec, case: Case, input_sets: list[dict], result: dict) -> list[str]:
     """The problems of the first input set whose outputs are wrong, named by its call; [] when
     every set's are right."""
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
+        previous = result["outputs"][index - 1] if index else None
         problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
-            spec, inputs, outputs
+            spec, inputs, outputs, _laid_out(spec, case, inputs), previous
         )
         if problems:
-            return [_draw_named(case, index, len(input_sets)) + p for p in problems]
+            named = _draw_named(case, index, len(input_sets))
+            return [p if p.startswith(PATTERN) else named + p for p in problems]
     return []
 
 
@@ -436,9 +473,13 @@ def judge(
     if kept:  # the case's hint is about its values, which were right
         return Verdict(False, "\n".join(kept))
     if INPUTS_UNCHANGED in case.checks and not problems:
-        for name, after in result.get("inputs_after", {}).items():
-            if not torch.equal(after, input_sets[-1][name]):
-                problems.append(f"the op changed its input {name}: inputs must be left as they were")
+        changed = [
+            f"the op changed its input {name}: inputs must be left as they were"
+            for name, after in result.get("inputs_after", {}).items()
+            if not torch.equal(after, input_sets[-1][name])
+        ]
+        if changed:  # the case's hint is about its values, which were right
+            return Verdict(False, "\n".join(changed))
     if OWN_KERNEL in case.checks and not problems:
         problem = _own_kernel_problem(spec, case, result, own_kernels)
         if problem:

@@ -148,6 +148,22 @@ def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
         possible = sum(t.max_score for t in result.tests if t.name in perf)
         assert 0 < earned < possible, explain(result)
     assert data["tests"] and data["extra_data"]["unit"] == unit.name  # the grader's report, not a fake
+    assert _undiagnosed(result, mutant) == [], explain(result)
+
+
+def _undiagnosed(result, mutant) -> list[str]:
+    """The tests the mutant lost whose output does not name the cause it plants (its `diagnosis`):
+    the grader's reading of the wrong outputs, shown in place of the case's hint. A perf test
+    not timed for the cases it needs shows no reading."""
+    return [
+        f"{t.name}: expected {mutant.diagnosis_for(t.name)!r}"
+        for t in result.tests
+        if not t.passed
+        and not t.not_run
+        and mutant.diagnosis_for(t.name)
+        and not t.output.startswith(("not timed", "not tested"))
+        and mutant.diagnosis_for(t.name) not in t.output
+    ]
 
 
 def test_a_race_mutants_either_tests_count_neither_way(tmp_path, monkeypatch):

@@ -26,13 +26,14 @@ def test_a_variance_divided_by_d_minus_1_is_named_with_its_factor():
 def test_a_factor_that_is_not_the_variances_is_reported_without_a_cause():
     expected = torch.rand(8, 16, dtype=torch.float64) + 0.5
     lines = _explain("y", (expected * 1.5).float(), expected, {"x": torch.randn(8, 16)})
-    assert lines == ["every wrong y is 1.5 times the expected value"]
+    assert len(lines) == 1 and lines[0].startswith("every wrong y is 1.5 times the expected value:"), lines
+    assert "D - 1" not in lines[0]
 
 
 def test_only_the_last_columns_wrong_is_a_tail():
     expected = torch.randn(8, 100, dtype=torch.float64)
     got = expected.clone()
-    got[:, 96:] = 0
+    got[:, 96:] += 1
     lines = _explain("y", got, expected, {"x": torch.randn(8, 100)})
     assert len(lines) == 1 and "only the last columns are wrong (96 to 99 of 100)" in lines[0], lines
 
@@ -97,3 +98,75 @@ def test_a_reading_is_named_by_the_one_model_it_follows_and_by_none_where_two_fi
     assert hints.followed_model(implied, allowed, {"right": implied + 0.1}) is None
     implied[1] = float("nan")  # an element never written follows no model
     assert hints.followed_model(implied, allowed, models) is None
+
+
+def _grid(rows=16, columns=300, seed=4):
+    return torch.randn(rows, columns, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_writes_past_a_rows_end_show_at_the_start_of_the_next_row():
+    expected = _grid()
+    got = expected.clone()
+    got[1:, :20] += 3
+    lines = _explain("y", got, expected, {"x": expected.float()})
+    assert len(lines) == 1 and "only the first columns (0 to 19) of the rows after the first" in lines[0], lines
+
+
+def test_columns_wrong_in_every_period_name_the_period_not_a_tail():
+    expected = _grid(columns=1024)
+    got = expected.clone()
+    got.view(16, 4, 256)[:, :, 32:] = float("nan")
+    lines = _explain("y", got, expected, {"x": expected.float()})
+    assert any("repeat every 256: elements 32 to 255" in line for line in lines), lines
+    assert not any("only the last columns" in line for line in lines), lines
+
+
+def test_a_factor_per_row_and_an_offset_per_row_are_told_apart():
+    expected = _grid(rows=8, columns=64) + 5
+    factors, offsets = torch.linspace(1.1, 1.8, 8, dtype=torch.float64)[:, None], torch.arange(1.0, 9.0)[:, None]
+    scaled = _explain("y", expected * factors, expected, {"x": expected.float()})
+    shifted = _explain("dx", expected + offsets.double(), expected, {"x": expected.float()})
+    assert len(scaled) == 1 and "each wrong row of y is the right row times a factor of its own" in scaled[0], scaled
+    assert len(shifted) == 1 and "every element is off by the same amount (one amount per row)" in shifted[0], shifted
+
+
+def test_a_wrong_sign_and_integer_steps_are_named():
+    expected = _grid(rows=4, columns=32)
+    assert "the wrong sign" in _explain("dx", -expected, expected, {"x": expected.float()})[0]
+    q = torch.randint(-100, 100, (4, 32), generator=torch.Generator().manual_seed(5), dtype=torch.int8)
+    got = q.clone()
+    got[0, :5] += 1
+    lines = _explain("q", got, q.double(), {"x": expected.float()}, atol=0, rtol=0)
+    assert len(lines) == 1 and "one step from the expected value" in lines[0], lines
+
+
+def test_a_sum_over_its_last_rows_only_is_one_strip():
+    terms = _grid(rows=40, columns=8)
+    line = hints.one_strip("dgamma", terms[24:].sum(dim=0), terms, 1e-9, 0.0)
+    assert line and "rows 24 to 39 of 40 only (the last 16)" in line[0], line
+    assert hints.one_strip("dgamma", terms.sum(dim=0) + 1, terms, 1e-9, 0.0) == []
+
+
+def test_strides_ignored_swapped_outputs_and_a_kept_result_read_the_whole_call():
+    x = _grid(rows=6, columns=10).t().contiguous().t()  # column-major storage
+    reference = lambda inputs: (inputs["x"].double() * 2,)  # noqa: E731
+    as_read = (torch.as_strided(x, x.shape, (10, 1)) * 2,)
+    tolerances = {"y": (1e-9, 0.0)}
+    assert "x read as contiguous rows" in hints.strides_ignored(reference, {"x": x}, as_read, tolerances, ("y",))
+    assert hints.strides_ignored(reference, {"x": x}, (x * 3,), tolerances, ("y",)) is None
+    a, b = _grid(rows=1, columns=8, seed=6)[0], _grid(rows=1, columns=8, seed=7)[0]
+    both = {"da": (1e-9, 0.0), "db": (1e-9, 0.0)}
+    assert hints.swapped(("da", "db"), (b, a), (a, b), both).startswith("da holds what db should")
+    assert hints.swapped(("da", "db"), (a, b + 1), (a, b), both) is None
+    assert "previous call" in hints.repeated(("y",), (a,), (a.clone(),))
+    assert hints.repeated(("y",), (a,), (b,)) is None
+
+
+def test_a_model_right_wherever_it_claims_names_nothing():
+    x = _grid(rows=4, columns=8)
+    claims_little = torch.full_like(x, float("nan"))
+    claims_little[0] = x[0]  # right on row 0, no claim elsewhere
+    models = lambda name, inputs: {"wrong everywhere": x + 1, "claims only a right row": claims_little}  # noqa: E731
+    diagnose = hints.model_reading(models, lambda inputs: (x,), ("y",), lambda inputs: (1e-9, 0.0))
+    assert diagnose("y", x + 1, {}) == ["wrong everywhere"]
+    assert diagnose("y", x * 5, {}) == []

@@ -32,7 +32,9 @@ def mistakes_text(unit: Unit) -> str:
         f"Generated from `solutions/{unit.name}/mutants.toml` and the unit's hidden suite (run "
         "`python -m course.authoring.generate`). Each entry is a wrong submission the test suite "
         "grades on every change: the mistake, every test it loses, and the hint the student "
-        "reads under a lost test, besides what went wrong there (the mismatch, the error or the crash).",
+        "reads under a lost test, besides what went wrong there (the mismatch, the error or the crash): "
+        "where the grader reads the cause from the wrong outputs, that reading (the case's own hint "
+        "is then not shown), checked against the mutant by tests/test_autograder.py.",
         "",
     ]
     for mutant in wrong.values():
@@ -54,8 +56,9 @@ def mistakes_text(unit: Unit) -> str:
             case = cases[names.index(name)]
             if case.kind == "perf" and set(needed(case, cases)) & set(lost):
                 hint = "not timed: the correctness cases it needs were lost first"
-            elif mutant.diagnosis and _diagnosed(suite, case):
-                hint = f"what it looks like: {mutant.diagnosis}"
+            elif mutant.diagnosis_for(name):
+                shown = mutant.diagnosis_for(name)
+                hint = f"what it looks like: {shown}" if _read(suite, case) else shown
             else:
                 hint = hints.get(name) or "(no hint: the mismatch alone)"
             said.setdefault(hint, []).append(name)
@@ -65,8 +68,9 @@ def mistakes_text(unit: Unit) -> str:
     return "\n".join(lines)
 
 
-def _diagnosed(suite, case) -> bool:
-    """Whether the case's op reads its own wrong outputs (an op's `diagnose`): what that says
-    stands in for the case's hint."""
-    op = getattr(suite, "OPS", {}).get(case.params.get("op", ""))
-    return getattr(op, "diagnose", None) is not None
+def _read(suite, case) -> bool:
+    """Whether the grader reads the case's wrong outputs for their cause (course/hints.py, an
+    op's `diagnose`): a values case of an op judged against a reference, not against itself.
+    What that reading says stands in for the case's hint."""
+    op = getattr(suite, "OPS", {}).get(case.params.get("op", ""))  # a suite may name it in the inputs only
+    return case.kind in ("values", "perf") and not getattr(op, "against_itself", False)

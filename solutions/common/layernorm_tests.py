@@ -202,3 +202,52 @@ def check_case(name, device, shape, check, hint=""):
     """A case for one of the harness's extra checks (course.cases: POISON, ROTATED, ...)."""
     return Case(name, f"{device}_checks", device, 1.0, dict(shape=shape), checks=(check,), hint=hint)
 
+
+
+# ---- what a wrong output says: the usual slips, as models of the outputs they give ----
+# (course.hints.model_reading names the one a wrong output follows)
+
+def forward_slips(name, inputs):
+    """The forward's slips, as its output `name` (y, mean or rstd) comes out under each."""
+    x, gamma, beta, eps = inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"]
+    index = FORWARD_OUTPUTS.index(name)
+    slips = {}
+    if x.shape[-1] > 1:  # one feature: D - 1 is 0
+        mean = x.mean(dim=-1)
+        rstd = 1 / torch.sqrt(x.var(dim=-1, correction=1) + eps)
+        slips[f"{name} matches a LayerNorm whose variance divides by D - 1, not by D: check what the sum of "
+              "squares is divided by"] = (_xhat(x, mean, rstd) * gamma + beta, mean, rstd)[index]
+    if eps != EPS:
+        slips[f"{name} matches a LayerNorm with eps = {EPS:g}, not the eps passed ({eps:g}): check where eps "
+              "comes from"] = layer_norm64(x, gamma, beta)[index]
+    return slips
+
+
+def backward_slips(name, inputs):
+    """The backward's slips, as its output `name` (dx, dgamma or dbeta) comes out under each: on
+    the mean and rstd given where they are inputs, else on those of x."""
+    x, dy, gamma = (inputs[n].double() for n in ("x", "dy", "gamma"))
+    mean, rstd = ((inputs["mean"].double(), inputs["rstd"].double()) if "mean" in inputs
+                  else statistics(x, inputs["eps"]))
+    xhat, g = _xhat(x, mean, rstd), dy * gamma
+    if name == "dx":
+        return {"dx matches rstd * (g - xhat * mean(g * xhat)), g = dy * gamma: the mean(g) term is missing":
+                rstd[..., None] * (g - xhat * (g * xhat).mean(dim=-1, keepdim=True))}
+    if name == "dbeta":
+        cols = x.shape[-1]
+        return {"dbeta matches the sum of dy * xhat over the rows (dgamma's sum), not the sum of dy":
+                (dy.reshape(-1, cols) * xhat.reshape(-1, cols)).sum(dim=0)}
+    return {}
+
+
+def summed_terms(name, inputs):
+    """What dgamma or dbeta sums over the rows, [rows, D]; None for another output."""
+    x, dy = inputs["x"].double(), inputs["dy"].double()
+    cols = x.shape[-1]
+    if name == "dbeta":
+        return dy.reshape(-1, cols)
+    if name != "dgamma":
+        return None
+    mean, rstd = ((inputs["mean"].double(), inputs["rstd"].double()) if "mean" in inputs
+                  else statistics(x, inputs["eps"]))
+    return (dy * _xhat(x, mean, rstd)).reshape(-1, cols)

@@ -12,6 +12,7 @@ A case's inputs name what it runs ("op"):
 import torch
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case, standard_normal
+from course.hints import model_reading
 from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
@@ -116,10 +117,58 @@ def _gradients_tolerance(inputs):
     return atol, rtol
 
 
+# ---- what a wrong output says: the usual slips, as models of the output they give ----
+# (course.hints.model_reading names the one a wrong output follows)
+
+def _forward_slips(name, inputs):
+    x, bias = inputs["x"].double(), inputs["bias"].double()
+    by_row = torch.full_like(x, float("nan"))  # bias[row] past bias's end reads other memory: no claim there
+    known = min(x.shape[0], bias.numel())
+    by_row[:known] = (x[:known] + bias[:known, None]).clamp_min(0)
+    return {
+        "y matches max(0, x) + bias: the ReLU is applied before the bias is added": x.clamp_min(0) + bias,
+        "y matches max(0, x + bias[row]): bias is indexed by the row, not by the column": by_row,
+    }
+
+
+def _gradient_slips(name, inputs):
+    grad_y = inputs["grad_y"].double()
+    if name == "grad_x":
+        return {"grad_x equals grad_y also where x + bias <= 0: the backward does not apply the ReLU's mask": grad_y}
+    return {"grad_bias matches grad_y summed over the rows: it is summed before the ReLU's mask is applied, "
+            "not from grad_x": grad_y.sum(dim=0)}
+
+
+def _mask_elsewhere(name, got, inputs):
+    """grad_x is grad_y or 0 everywhere, as a ReLU's backward gives, but not where x + bias > 0."""
+    if name != "grad_x" or not got.numel():
+        return []
+    grad_y, got = inputs["grad_y"].double(), got.double()
+    atol, rtol = _gradients_tolerance(inputs)
+    passed = (got - grad_y).abs() <= atol + rtol * grad_y.abs()
+    masked = got.abs() <= atol
+    telling = grad_y.abs() > 2 * atol  # where grad_y is about 0 either reading fits
+    if not (passed | masked).all():
+        return []
+    differ = (passed != (_pre_activation(inputs) > 0)) & telling
+    if not differ.any():
+        return []
+    return [f"grad_x is grad_y or 0 at every element, as a ReLU's backward gives, but at {int(differ.sum())} "
+            "elements where it passes grad_y is not where x + bias > 0: check the values the backward takes "
+            "its mask from (what the forward saved)"]
+
+
+def _read_gradients(name, got, inputs):
+    return _model_gradients(name, got, inputs) or _mask_elsewhere(name, got, inputs)
+
+
+_model_gradients = model_reading(_gradient_slips, _gradients_reference, ("grad_x", "grad_bias"), _gradients_tolerance)
+
 OPS = {
-    "forward": Op(_refusing_todo(_forward), _forward_reference, ("y",), dtypes_like("x"), _tolerance),
+    "forward": Op(_refusing_todo(_forward), _forward_reference, ("y",), dtypes_like("x"), _tolerance,
+                  diagnose=model_reading(_forward_slips, _forward_reference, ("y",), _tolerance)),
     "gradients": Op(_refusing_todo(_gradients), _gradients_reference, ("grad_x", "grad_bias"),
-                    dtypes_like("x", 2), _gradients_tolerance),
+                    dtypes_like("x", 2), _gradients_tolerance, diagnose=_read_gradients),
     "gradcheck": gradcheck_op(_refusing_todo(_gradcheck), GRADCHECK_INPUTS),
 }
 

@@ -5,10 +5,11 @@ forward(x [B, D], gamma [D], beta [D], eps) -> (y [B, D], mean [B], rstd [B])
 import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
+from course.hints import model_reading
 from course.ops import Op, dtypes_like
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import FORWARD_OUTPUTS, layer_norm64, random_affine, random_x, values_case
+from ..common.layernorm_tests import FORWARD_OUTPUTS, forward_slips, layer_norm64, random_affine, random_x, values_case
 
 UNIT = "day02_layernorm_forward"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
@@ -59,7 +60,8 @@ def _tolerance(inputs):
             "rstd": (0.0, RSTD_RTOL[inputs["x"].dtype] + RSTD_ROUNDINGS * eps * condition)}
 
 
-OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, dtypes_like("x", 3), _tolerance)}  # mean, rstd: x's dtype
+OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, dtypes_like("x", 3), _tolerance,  # mean, rstd: x's dtype
+                     diagnose=model_reading(forward_slips, _reference, FORWARD_OUTPUTS, _tolerance))}
 
 # What the op runs of the code students write ("file, function", as its TODO line names it), by
 # path: a public test runs as soon as its own are written (course/todos.py), so the CPU tests

@@ -21,10 +21,11 @@ import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM
 from course.harness import nan_filled
+from course.hints import model_reading, one_strip
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
-from ..common.layernorm_tests import (EPS, GRADIENTS, autograd_gradients64, compiled_backward, formula_gradients,
+from ..common.layernorm_tests import (EPS, GRADIENTS, autograd_gradients64, backward_slips, summed_terms, compiled_backward, formula_gradients,
                                       gradient_sizes, gradient_tolerance, random_affine, random_dy, random_x, rounding,
                                       saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
@@ -181,20 +182,44 @@ def _exact_but_gradients(names):
     return tolerance
 
 
+def _read(reference, outputs, tolerance):
+    """The op's reading of its wrong gradients: the backward's usual slips (common/layernorm_tests.py),
+    and a dgamma or dbeta summed over one strip of rows only."""
+    slips = model_reading(backward_slips, reference, outputs, tolerance)
+
+    def diagnose(name, got, inputs):
+        terms = summed_terms(name, inputs)
+        if terms is None or not terms.numel():
+            return slips(name, got, inputs)
+        return slips(name, got, inputs) or one_strip(name, got, terms, *tolerance(inputs)[name])
+    return diagnose
+
+
+def _frozen_reference(inputs):
+    return _from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)
+
+
+def _saved_reference(inputs):
+    return _from_autograd(inputs)[0], torch.tensor(1), torch.tensor(True)
+
+
 OPS = {
-    "backward": Op(nan_filled(compiled_backward), _from_formula, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance),
+    "backward": Op(nan_filled(compiled_backward), _from_formula, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance,
+                   diagnose=_read(_from_formula, GRADIENTS, _gradient_tolerance)),
     "rerun": Op(nan_filled(_rerun), _rerun_reference, RERUN_OUTPUTS, dtypes_like("x", 6),
-                _exact_but_gradients(RERUN_OUTPUTS)),
-    "layer_norm": Op(nan_filled(_layer_norm), _from_autograd, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance),
+                _exact_but_gradients(RERUN_OUTPUTS),
+                diagnose=_read(_rerun_reference, RERUN_OUTPUTS, _exact_but_gradients(RERUN_OUTPUTS))),
+    "layer_norm": Op(nan_filled(_layer_norm), _from_autograd, GRADIENTS, dtypes_like("x", 3), _gradient_tolerance,
+                     diagnose=_read(_from_autograd, GRADIENTS, _gradient_tolerance)),
     "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
-    "frozen_params": Op(nan_filled(_frozen_params),
-                        lambda inputs: (_from_autograd(inputs)[0], torch.tensor(True), torch.tensor(True)),
+    "frozen_params": Op(nan_filled(_frozen_params), _frozen_reference,
                         FROZEN_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.bool, torch.bool),
-                        _exact_but_gradients(FROZEN_OUTPUTS), host_outputs=FROZEN_OUTPUTS[1:]),
-    "saved_stats": Op(nan_filled(_saved_stats),
-                      lambda inputs: (_from_autograd(inputs)[0], torch.tensor(1), torch.tensor(True)),
+                        _exact_but_gradients(FROZEN_OUTPUTS), host_outputs=FROZEN_OUTPUTS[1:],
+                        diagnose=_read(_frozen_reference, FROZEN_OUTPUTS, _exact_but_gradients(FROZEN_OUTPUTS))),
+    "saved_stats": Op(nan_filled(_saved_stats), _saved_reference,
                       SAVED_OUTPUTS, lambda inputs: (inputs["x"].dtype, torch.int64, torch.bool),
-                      _exact_but_gradients(SAVED_OUTPUTS), host_outputs=SAVED_OUTPUTS[1:]),
+                      _exact_but_gradients(SAVED_OUTPUTS), host_outputs=SAVED_OUTPUTS[1:],
+                      diagnose=_read(_saved_reference, SAVED_OUTPUTS, _exact_but_gradients(SAVED_OUTPUTS))),
 }
 
 

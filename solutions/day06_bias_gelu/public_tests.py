@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, Case, standard_normal
 from course.harness import nan_filled
-from course.hints import followed_model
+from course.hints import followed_model, model_reading
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
@@ -232,7 +232,36 @@ def _tanh_slips(u):
         "(1 + t)/2 + u·(1 − t²)/2 · √(2/π)·(1 + 0.044715·u²): d/du of 0.044715·u³ is 3·0.044715·u²": (
             half + slope * SQRT_2_OVER_PI * (1 + CUBIC * u * u)),
         "(1 + t)/2 + u·(1 − t²)/2 · (1 + 3·0.044715·u²): a'(u) lacks its factor √(2/π)": half + slope * cubic,
+        "the erf form's derivative, where approximate='tanh' asks for the tanh form's": _derivative(u, "none"),
+        **{f"the tanh form's derivative with the cubic coefficient {c:g}, not 0.044715": _derivative_with(u, c)
+           for c in DECIMAL_SLIPS},
     }
+
+
+DECIMAL_SLIPS = (CUBIC / 10, CUBIC * 10)  # 0.044715 typed a decimal place off
+
+
+def _tanh_form(u, cubic):
+    return 0.5 * u * (1 + torch.tanh(SQRT_2_OVER_PI * (u + cubic * u**3)))
+
+
+def _derivative_with(u, cubic):
+    """The tanh form's derivative with another cubic coefficient, by float64 autograd."""
+    u = u.detach().requires_grad_()
+    (grad,) = torch.autograd.grad(_tanh_form(u, cubic).sum(), u)
+    return grad
+
+
+def _forward_slips(name, inputs):
+    """The forward's slips, as the y they give: the other form, a decimal slip in the cubic."""
+    u = inputs["x"].double() + inputs["bias"].double()
+    if inputs["approximate"] == "tanh":
+        return {"y matches the erf form of gelu, where approximate='tanh' asks for the tanh form: check how "
+                "the form is chosen": F.gelu(u),
+                **{f"y matches the tanh form with the cubic coefficient {c:g}, not 0.044715: check the "
+                   "constants": _tanh_form(u, c) for c in DECIMAL_SLIPS}}
+    return {"y matches the tanh form of gelu, where approximate='none' asks for the erf form: check how the "
+            "form is chosen": F.gelu(u, approximate="tanh")}
 
 
 def _derivative(u, approximate):
@@ -260,7 +289,8 @@ def _diagnose_dx(name, got, inputs):
 
 
 OPS = {
-    "forward": Op(nan_filled(_forward), _forward_reference, ("y",), dtypes_like("x"), _forward_tolerance),
+    "forward": Op(nan_filled(_forward), _forward_reference, ("y",), dtypes_like("x"), _forward_tolerance,
+                  diagnose=model_reading(_forward_slips, _forward_reference, ("y",), _forward_tolerance)),
     "backward": Op(nan_filled(_backward), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
                    _gradient_tolerance, diagnose=_diagnose_dx),
     "autograd": Op(nan_filled(_autograd), _gradients_reference, ("dx", "dbias"), dtypes_like("x", 2),
