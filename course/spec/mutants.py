@@ -41,8 +41,11 @@ class Mutant:
     # Planted bugs (solutions/<unit>/planted_bugs.toml) say which tool finds them:
     found_by: str = ""  # a compute-sanitizer tool, a lab's suite tool (gradcheck), or "tests"
     either: tuple[str, ...] = ()  # tests a race loses only sometimes: lost or kept, both are right
-    diagnosis: str = ""  # what the suite's own reading of its wrong outputs (an op's `diagnose`,
-    # course/ops.py) says under each case of such an op it loses
+    # The cause it plants, as the grader reads it from the wrong outputs (course/hints.py, an op's
+    # `diagnose`): ((fnmatch pattern, line), ...); under each test it loses, the line of the first
+    # pattern that matches the test's name ("" or none: no claim there). In the toml, a string
+    # (the line under every test it loses) or a table {pattern: line}, in order.
+    diagnosis: tuple[tuple[str, str], ...] = ()
     # A debugging lab's bug (a BUG region) says what a student sees and what its tool reports:
     symptom: str = ""
     report: str = ""
@@ -50,6 +53,10 @@ class Mutant:
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
         return {n for n in lost if not any(fnmatch.fnmatchcase(n, p) for p in self.keeps)}
+
+    def diagnosis_for(self, test_name: str) -> str:
+        """The line the grader's output under `test_name` names the planted cause with, or ''."""
+        return next((line for pattern, line in self.diagnosis if fnmatch.fnmatchcase(test_name, pattern)), "")
 
     def unsettled(self, test_names: list[str]) -> set[str]:
         """The tests whose verdict says nothing about this mutant (`either`)."""
@@ -107,11 +114,17 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             entry.get("sandbox", ""),
             entry.get("found_by", ""),
             tuple(entry.get("either", ())),
-            entry.get("diagnosis", ""),
+            _diagnosis(entry.get("diagnosis", ())),
             entry.get("symptom", ""),
             entry.get("report", ""),
         )
     return found
+
+
+def _diagnosis(declared) -> tuple[tuple[str, str], ...]:
+    if isinstance(declared, str):
+        return (("*", declared),) if declared else ()
+    return tuple((str(pattern), str(line)) for pattern, line in dict(declared).items())
 
 
 def _resolved(edit: dict, folder: str) -> dict:
