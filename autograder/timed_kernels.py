@@ -146,6 +146,11 @@ def _observed_problem(spec, profiled: Case, input_sets: list[dict], observed, ow
     """'' if the observed calls answered right and their kernels pass kernels_problem."""
     if observed.problem:
         return f"its calls at that size, observed from outside the test process, cannot be judged: {observed.problem}"
+    kernels = kernels_problem(observed.observation, own)
+    if kernels:
+        return (
+            f"in its calls at that size, observed from outside the test process, {kernels}; so its time earns no points"
+        )
     values = dataclasses.replace(profiled, checks=())
     problem = result_problem(spec, values, input_sets, observed.outcome)
     checked = None if problem else judge(spec, values, input_sets, observed.outcome)
@@ -153,11 +158,6 @@ def _observed_problem(spec, profiled: Case, input_sets: list[dict], observed, ow
         return (
             "its calls at that size, observed from outside the test process, did not answer right, so its "
             "time earns no points:\n" + (problem or checked.message)
-        )
-    kernels = kernels_problem(observed.observation, own)
-    if kernels:
-        return (
-            f"in its calls at that size, observed from outside the test process, {kernels}; so its time earns no points"
         )
     return ""
 

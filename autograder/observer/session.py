@@ -86,7 +86,7 @@ def markers_for(cases: list[tuple[int, Case]]) -> dict[int, tuple[int, int]]:
     return {index: (base + 4 * n, base + 4 * n + 2) for n, (index, _) in enumerate(cases)}
 
 
-def _observed(outcome: dict | str, children: list[Records], markers: tuple[int, int]) -> Observed:
+def observed_case(outcome: dict | str, children: list[Records], markers: tuple[int, int]) -> Observed:
     started = [records for records in children if records.hello is not None]
     if not started:
         return Observed(outcome, unavailable="the observer did not start in the test process")
@@ -114,4 +114,4 @@ def observe_group(
     load = {**runner_args["load"], "observe": {str(index): list(pair) for index, pair in markers.items()}}
     runner = GroupRunner(**{**runner_args, "load": load}, prefix="observed_", observer=observer)
     outcomes = runner.run(group, device, cases, inputs)
-    return {index: _observed(outcomes[index], runner.observed, markers[index]) for index, _ in cases}
+    return {index: observed_case(outcomes[index], runner.observed, markers[index]) for index, _ in cases}
