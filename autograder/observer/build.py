@@ -68,7 +68,7 @@ def find_cupti(env: dict) -> Cupti | str:
     return f"no CUPTI (libcupti.so.* beside a cupti.h) in {', '.join(tried)}"
 
 
-def _compiler(env: dict) -> str | None:
+def find_compiler(env: dict) -> str | None:
     return shutil.which(env.get("CXX") or "g++") or shutil.which("g++")
 
 
@@ -106,7 +106,7 @@ def library(env: dict) -> str:
     cupti = find_cupti(env)
     if isinstance(cupti, str):
         raise ObserverUnavailable(cupti)
-    compiler = _compiler(env)
+    compiler = find_compiler(env)
     if compiler is None:
         raise ObserverUnavailable("no C++ compiler (g++) to build the observer with")
     root = own_private_folder(cache_root(), f"set {CACHE_ENV} to a folder of your own")
