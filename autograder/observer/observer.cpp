@@ -161,8 +161,27 @@ StreamKind stream_kind(const void* stream, bool per_thread_default) {
   return kExplicit;
 }
 
+#if CUPTI_API_VERSION >= 130000
+// The entry point nvcc 13's <<<...>>> calls; CUPTI passes its arguments as it does every
+// function's, a struct of them in order, for which the toolkit's headers have no name.
+struct LaunchKernelV13000Params {
+  cudaKernel_t kernel;
+  dim3 gridDim;
+  dim3 blockDim;
+  void** args;
+  size_t sharedMem;
+  cudaStream_t stream;
+};
+#endif
+
 StreamKind runtime_stream(CUpti_CallbackId id, const void* params) {
   switch (id) {
+#if CUPTI_API_VERSION >= 130000
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000:
+      return stream_kind(static_cast<const LaunchKernelV13000Params*>(params)->stream, false);
+    case CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000:
+      return stream_kind(static_cast<const LaunchKernelV13000Params*>(params)->stream, true);
+#endif
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
       return stream_kind(static_cast<const cudaLaunchKernel_v7000_params*>(params)->stream, false);
     case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:

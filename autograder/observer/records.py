@@ -112,12 +112,14 @@ class Pipe:
     """A pipe for one child: its write end goes to the child (`fd`), a Reader takes the other."""
 
     def __init__(self):
-        read_fd, self.fd = os.pipe()
-        os.set_inheritable(self.fd, True)
+        read_fd, self.fd = os.pipe()  # the child gets the write end through Popen's pass_fds
         self.reader = Reader(read_fd)
         self.reader.start()
 
     def close_write_end(self) -> None:
-        """Once the child holds its copy: the pipe then ends when the child's processes do."""
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        """Once the child holds its copy: the pipe then ends when the child's processes do. Once
+        only: the number may name another file afterwards."""
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
