@@ -151,8 +151,11 @@ def graded(unit_name: str, tests: tuple[str, ...]) -> None:
             print(f"   transfers: {len(o.transfers)}, unmatched launches: {o.unmatched_launches}")
             print(f"   observed busy per call: {o.busy_ms_per_call:.4f} ms over {o.calls} calls")
         if verdict is not None:
-            m = getattr(verdict, "measurements", None) or {}
-            print(f"   measurements: {m}")
+            m = result.perf.get(name, {})
+            print(
+                f"   timed median {m.get('ours_ms')} ms; busy per call: observed {m.get('observed_busy_ms')} ms, "
+                f"the child's profiler {m.get('kernels_busy_ms')} ms; ratio to the reference {m.get('ratio')}"
+            )
     timings = result.timings
     print(
         f"grading wall {wall:.1f} s; observed child (build, start, calls): {timings.get('observed_s', 0):.1f} s; "

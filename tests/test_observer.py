@@ -306,6 +306,8 @@ def test_a_reference_perf_case_is_observed_with_its_own_kernels_and_busy_time(tm
     result = _graded(tmp_path, unit, str(tmp_path / "submission"), tests)
     perf = next(t for t in result.tests if t.name == "cuda_perf_fp32_d1024")
     assert perf.passed and "not observed" not in perf.output, perf.output
+    measured = result.perf["cuda_perf_fp32_d1024"]
+    assert 0 < measured["observed_busy_ms"] <= measured["ours_ms"] / 0.75, measured
     assert result.timings.get("observed_s", 0) > 0
 
 
