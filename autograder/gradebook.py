@@ -54,6 +54,7 @@ PHASES = (
     ("runs_s", "the submissions' test processes"),
     ("judging_s", "judging"),
     ("baselines_s", "torch's and the reference's runs"),
+    ("observed_s", "perf cases' calls under the observer"),
 )
 
 

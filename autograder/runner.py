@@ -142,16 +142,20 @@ class GroupRunner:
         wrapper: tuple[str, ...] = (),
         slowdown: float = 1.0,
         gpu_lock: GpuLock | None = None,
+        observer=None,
     ):
         """`load`: what each child loads (the suite, and the student's build or none), as
         request.json carries it. `shared`: folders every child may write besides its own (the
         build, whose loader copies the library). `case_timeout`: a cap on every case's own.
         `wrapper`: a command the child runs under (compute-sanitizer), which makes every case
         `slowdown` times slower. `gpu_lock`: the GPU's, in a batch (autograder/gpu_lock.py): a
-        child on the GPU runs its cases holding it, alone for perf cases."""
+        child on the GPU runs its cases holding it, alone for perf cases. `observer`: each child
+        runs under it (autograder/observer/session.py); what it saw of each is in `observed`."""
         self.load, self.sandbox, self.work, self.env, self.deadline = load, sandbox, work, env, deadline
         self.prefix, self.shared, self.case_timeout = prefix, shared, case_timeout
         self.wrapper, self.slowdown, self.gpu_lock = wrapper, slowdown, gpu_lock
+        self.observer = observer
+        self.observed: list = []  # the observer's Records of each child, in turn
         self.lock_wait_seconds = 0.0
         self.spawn_seconds: list[float] = []
         # Each case's time on this process's clock, to a poll: from when it was seen to start (or
@@ -214,6 +218,7 @@ class GroupRunner:
         gated = self._gated(device)
         if not gated:
             open(files.go, "w").close()
+        watch = self.observer.attach(files.folder) if self.observer is not None else None
         self.sandbox.give(files.folder)
         wall = CHILD_START_TIMEOUT * self.slowdown + sum(self.timeout(c) for _, c in cases)
         self.exit_code, self.stdout = None, ""
@@ -225,10 +230,13 @@ class GroupRunner:
             [*self.wrapper, *python_command("-m", "autograder.child", files.folder)],
             writable=[files.folder, *self.shared],
             cwd=files.folder,
-            env=self.env,
+            env={**self.env, **watch.env} if watch else self.env,
             limits=Limits(cpu_seconds=int(wall * CPUS)),
             jit_cache=jit_cache,
+            pass_fds=watch.fds if watch else (),
         )
+        if watch:
+            watch.started()
         held: list[Held] = []
         alone = any(case.kind == "perf" for _, case in cases)
 
@@ -247,6 +255,8 @@ class GroupRunner:
             for lock in held:
                 lock.release()
             self.stdout = run.stdout()
+            if watch:
+                self.observed.append(watch.finish())
         if reason and not reason.startswith(("timed out", "not run")):
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""

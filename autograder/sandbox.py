@@ -56,6 +56,7 @@ ENV_NAMES = {
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "NVIDIA_VISIBLE_DEVICES",
+    "COURSE_OBSERVER_FD",  # the observer's pipe (autograder/observer/), with CUDA_INJECTION64_PATH
 }
 ENV_PREFIXES = ("CUDA_", "TORCH_", "PYTORCH_", "CUBLAS_", "CCACHE_", "NVCC_")
 
@@ -295,12 +296,14 @@ class Sandbox:
         limits: Limits,
         jit_cache: str | None = None,
         ccache: bool = False,
+        pass_fds: tuple[int, ...] = (),
     ) -> Run:
         """Start argv in the sandbox: `writable` folders (the first is HOME) are all it may write.
         `jit_cache`: a folder in one of them where Triton and inductor keep the kernels they
         compile, for every run given the same one; without it each run compiles them anew (in its
         HOME and TMPDIR), and a grader's own cache folders never reach a run. `ccache`: a build,
-        which may use (and write) the shared ccache if there is one; no other run may."""
+        which may use (and write) the shared ccache if there is one; no other run may. `pass_fds`:
+        descriptors the run inherits (the observer's pipe); it gets no other of the grader's."""
         home = writable[0]
         run_env = scrubbed_env(env, home)
         if jit_cache:
@@ -337,6 +340,7 @@ class Sandbox:
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=in_child,
+            pass_fds=pass_fds,
         )
         return Run(self, process)
 

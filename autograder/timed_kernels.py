@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from autograder.result_schema import profiled_run_problem
+from autograder.observer.verdict import OwnKernels, kernels_problem
+from autograder.result_schema import profiled_run_problem, result_problem
 from course import kernel_names
 from course.cases import OWN_KERNEL, Case
 from course.harness import as_timed, collected, for_judge, profile, synchronize, to_device
@@ -28,6 +29,7 @@ from course.ops import call
 # take one profiled call against a median: a quarter of slack covers that. What it leaves an op
 # that is timed running other kernels than its own: at most a third more speed than its own have.
 BUSY_FACTOR = 0.75
+OBSERVED_CALLS = 3  # an observed case's calls: its busy time is theirs over this
 
 
 def profiled_case(case: Case) -> Case | None:
@@ -56,6 +58,39 @@ def profiled_run(spec, ext, case: Case, inputs: dict) -> dict:
     return result
 
 
+def observed_run(spec, ext, case: Case, inputs: dict, markers: tuple[int, int], flush) -> dict:
+    """In a child under the observer (autograder/observer/session.py): profiled_case's calls,
+    watched from outside. A call with new memory filled with NaN, as profiled_run's first (it
+    also warms the op: Triton compiles, CUDA loads its kernels); then, between two marker copies
+    of the sizes `markers`, OBSERVED_CALLS calls made as the timer makes them, on a stream of
+    their own, so that a launch on a default stream shows; then flush() hands every record to
+    the observer's pipe. Returns the first call's outputs and the last one's, to be judged."""
+    import torch
+
+    buffers = to_device(spec, case, inputs)
+    got = call(spec, ext, buffers)
+    synchronize(case.device)
+    stream = torch.cuda.Stream(device=case.device)
+    _marker(markers[0], case.device)
+    with as_timed(), torch.cuda.stream(stream):
+        for _ in range(OBSERVED_CALLS):
+            outputs = None  # each call's memory is the caching allocator's again, as in the timer's loop
+            outputs = call(spec, ext, buffers)
+    torch.cuda.synchronize()
+    _marker(markers[1], case.device)
+    torch.cuda.synchronize()
+    flush()
+    return collected([for_judge(got), for_judge(outputs)])
+
+
+def _marker(size: int, device: str) -> None:
+    """A host-to-device copy of `size` bytes on an idle device: one edge of the observed span."""
+    import torch
+
+    torch.zeros(size, dtype=torch.uint8).to(device)
+    torch.cuda.synchronize()
+
+
 def judged_sets(input_sets: list[dict]) -> list[dict]:
     """The input sets profiled_run's outputs answer: the first set, twice."""
     return input_sets[:1] * 2
@@ -65,11 +100,21 @@ def judged_sets(input_sets: list[dict]) -> list[dict]:
 
 
 def own_code_at_timed_size(
-    spec, case: Case, input_sets: list[dict], outcome: dict, verdict: Verdict, own_kernels: frozenset[str]
+    spec,
+    case: Case,
+    input_sets: list[dict],
+    outcome: dict,
+    verdict: Verdict,
+    own_kernels: frozenset[str],
+    observed=None,
+    own: OwnKernels | None = None,
 ) -> Verdict:
     """A perf verdict that earned points keeps them only if the op ran kernels of its own at the
     size it was timed at (profiled_case), and its timed calls took at least about as long as
-    those kernels."""
+    those kernels. `observed`: the case's run under the observer (autograder/observer/session.py,
+    Observed), whose kernels and busy time, seen from outside the test process, decide where it
+    has them; `own`: the kernels the submission's files define, for it. Without an observation
+    the test process's own profile decides, and the verdict says so."""
     profiled = profiled_case(case)
     if profiled is None or not verdict.passed or "exception" in outcome:
         return verdict
@@ -82,12 +127,39 @@ def own_code_at_timed_size(
     if problem:
         return Verdict(False, f"the test process returned a malformed result: {problem}", 0.0, verdict.measurements)
     measurements = {**verdict.measurements, "kernels_busy_ms": run["busy_ms"]}
-    why = _profiled_call_problem(spec, profiled, judged_sets(input_sets), run, own_kernels) or _faster_than_its_kernels(
-        outcome, run
-    )
+    why = _profiled_call_problem(spec, profiled, judged_sets(input_sets), run, own_kernels)
+    busy, note = run["busy_ms"], ""
+    if observed is not None and not observed.unavailable:
+        why = why or _observed_problem(spec, profiled, judged_sets(input_sets), observed, own)
+        if not why:
+            busy = observed.observation.busy_ms_per_call
+            measurements["observed_busy_ms"] = busy
+    elif observed is not None:
+        note = f"\n(the GPU's work was not observed from outside the test process: {observed.unavailable})"
+    why = why or _faster_than_its_kernels(outcome, busy, observed is not None and not observed.unavailable)
     if not why:
-        return dataclasses.replace(verdict, measurements=measurements)
-    return Verdict(False, f"{verdict.message}\nbut {why}", 0.0, measurements)
+        return dataclasses.replace(verdict, message=verdict.message + note, measurements=measurements)
+    return Verdict(False, f"{verdict.message}\nbut {why}{note}", 0.0, measurements)
+
+
+def _observed_problem(spec, profiled: Case, input_sets: list[dict], observed, own: OwnKernels) -> str:
+    """'' if the observed calls answered right and their kernels pass kernels_problem."""
+    if observed.problem:
+        return f"its calls at that size, observed from outside the test process, cannot be judged: {observed.problem}"
+    kernels = kernels_problem(observed.observation, own)
+    if kernels:
+        return (
+            f"in its calls at that size, observed from outside the test process, {kernels}; so its time earns no points"
+        )
+    values = dataclasses.replace(profiled, checks=())
+    problem = result_problem(spec, values, input_sets, observed.outcome)
+    checked = None if problem else judge(spec, values, input_sets, observed.outcome)
+    if problem or not checked.passed:
+        return (
+            "its calls at that size, observed from outside the test process, did not answer right, so its "
+            "time earns no points:\n" + (problem or checked.message)
+        )
+    return ""
 
 
 def _profiled_call_problem(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:
@@ -109,13 +181,19 @@ def _profiled_call_problem(spec, profiled: Case, input_sets: list[dict], run: di
     )
 
 
-def _faster_than_its_kernels(outcome: dict, run: dict) -> str:
+def _faster_than_its_kernels(outcome: dict, busy: float, observed: bool) -> str:
     """'' unless the time the grade is computed from (median_ms: of the whole calls where work
     went unseen, so work on any stream counts) is well below the GPU's busy time in the
-    profiled call."""
-    timed, busy = outcome["timing"]["median_ms"], run["busy_ms"]
+    profiled call (`observed`: in the observed calls, per call)."""
+    timed = outcome["timing"]["median_ms"]
     if timed >= BUSY_FACTOR * busy:
         return ""
+    if observed:
+        return (
+            f"its timed calls ran faster than its kernels, observed from outside the test process: {timed:.3f} ms "
+            f"timed against {busy:.3f} ms of GPU work per call, so its time earns no points (does it compute "
+            f"another way when timed?)"
+        )
     return (
         f"its timed calls ran faster than the kernels it runs when profiled: {timed:.3f} ms timed against "
         f"{busy:.3f} ms of its kernels under the profiler, so its time earns no points (does it compute "

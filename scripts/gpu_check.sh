@@ -32,6 +32,11 @@
 #                                              output kept (OUT/notebook_UNIT.txt, OUT/UNIT.ipynb to
 #                                              commit); the student's to its TODO messages
 #                                              (OUT/student_UNIT.txt)
+#   scripts/gpu_check.sh observer              the observer (autograder/observer/): its build, a bare
+#                                              child's raw records, day05's and day09's perf case
+#                                              graded under it (kernels seen, busy time against the
+#                                              child's own report, its cost), tests/test_observer.py
+#                                              (scripts/observer_check.py; OUT/observer.txt)
 #   scripts/gpu_check.sh student UNIT ...      the student path of each unit (scripts/student_path.sh):
 #                                              its release notebook solved, run and its zip graded,
 #                                              every test to pass (OUT/student/summary.md); T4=1
@@ -187,12 +192,16 @@ print(" ".join(u.name for u in units.all_units() if u.has_tests() and any(c.kind
     done
     exit $status
     ;;
+  observer)
+    python3 scripts/observer_check.py "$@" 2>&1 | tee "$OUT/observer.txt"
+    exit "${PIPESTATUS[0]}"
+    ;;
   student)
     [ $# -gt 0 ] || { echo "student: name one or more units, e.g. day02_layernorm_forward" >&2; exit 2; }
     scripts/student_path.sh "$@" --out "$OUT/student" ${T4:+--t4}
     ;;
   *)
-    echo "unknown stage $stage: suite, grade, bench, class, notebook or student" >&2
+    echo "unknown stage $stage: suite, grade, bench, class, notebook, observer or student" >&2
     exit 2
     ;;
 esac

@@ -102,6 +102,7 @@ FAST_MODULES = {
     "test_gradebook_records",
     "test_hints",
     "test_import_graph",
+    "test_observer",
     "test_pacing",
     "test_regions",
     "test_release",

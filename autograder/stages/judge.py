@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from autograder.observer.verdict import OwnKernels
 from autograder.result_schema import result_problem, timing_problem
 from autograder.timed_kernels import own_code_at_timed_size
 from course.cases import Case
@@ -20,11 +21,17 @@ def judge_group(
     outcomes: dict[int, dict | str],
     baselines: dict[int, dict | str],
     own_kernels: frozenset[str],
+    observed: dict | None = None,
+    own: OwnKernels | None = None,
 ) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
-    cases, their baselines' (torch's op and the reference, timed apart)."""
+    cases, their baselines' (torch's op and the reference, timed apart) and their runs under the
+    observer (`observed`, with `own`: autograder/observer/)."""
+    observed = observed or {}
     return {
-        index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels)
+        index: verdict(
+            spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels, observed.get(index), own
+        )
         for index, case in cases
     }
 
@@ -36,6 +43,8 @@ def verdict(
     outcome: dict | str,
     baseline: dict | str | None,
     own_kernels: frozenset[str],
+    observed=None,
+    own: OwnKernels | None = None,
 ) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
     if not isinstance(outcome, dict):
@@ -49,6 +58,6 @@ def verdict(
         if problem:
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
-        return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels)
+        return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels, observed, own)
     except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")

@@ -13,6 +13,8 @@ from types import ModuleType
 
 import torch
 
+from autograder.observer.session import observe_group
+from autograder.observer.verdict import OwnKernels
 from autograder.runner import GroupRunner
 from autograder.sanitized import sanitized_verdicts
 from autograder.stages.build import Build
@@ -20,6 +22,7 @@ from autograder.stages.grading import Grading
 from autograder.stages.judge import judge_group, verdict
 from autograder.stages.plan import Group, Plan
 from autograder.suite_access import suite_request
+from autograder.timed_kernels import profiled_case
 from course.cases import Case, make_input_sets, needed
 from course.judge import Verdict, needs_not_met
 from course.kernel_names import defined_kernels, submission_files
@@ -52,10 +55,11 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
         case_timeout=grading.case_timeout,
         gpu_lock=grading.gpu_lock,
     )
-    # Read from the build's files here, as data: the child's profile names the kernels that ran.
-    own_kernels = (
-        defined_kernels(submission_files(built.library, built.prefix, build.source_dir)) if built else frozenset()
-    )
+    # Read from the build's files here, as data: the child's profile names the kernels that ran,
+    # and so does the observer, by the names the device code gives them.
+    files = submission_files(built.library, built.prefix, build.source_dir) if built else []
+    own_kernels = defined_kernels(files) if built else frozenset()
+    own = OwnKernels.of_files(files)
     verdicts: dict[int, Verdict] = {}
     sanitizer_seconds: dict[int, float] = {}  # each sanitizer case's whole run under its tool
     for group in plan.groups:
@@ -71,7 +75,8 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
             verdicts.update(found)
             sanitizer_seconds.update(seconds)
         else:
-            verdicts.update(_tested(plan.spec, group, ready, runner, grading, own_kernels, timings))
+            observing = _observing(student, build, grading)
+            verdicts.update(_tested(plan.spec, group, ready, runner, grading, (own_kernels, own, observing), timings))
     timings["tests_s"] = time.perf_counter() - start
     _count_children(runner, grading, timings)
     return Ran(verdicts, {**runner.case_seconds, **sanitizer_seconds})
@@ -98,17 +103,39 @@ def _tested(
     ready: list[tuple[int, Case]],
     runner: GroupRunner,
     grading: Grading,
-    own_kernels: frozenset[str],
+    kernels: tuple,
     timings: dict[str, float],
 ) -> dict[int, Verdict]:
+    """kernels: (the identifiers the child's profile is judged by, OwnKernels for the observer,
+    the observed child's GroupRunner arguments)."""
+    own_kernels, own, observing = kernels
     with _adding_seconds(timings, "inputs_s"):
         input_sets = input_sets_of(spec, ready, grading.seed)
     timed = [(index, case) for index, case in ready if case.kind == "perf"]
     baselines = grading.baselines.run(group.name, group.device, timed, input_sets) if timed else {}
     with _adding_seconds(timings, "runs_s"):
         outcomes = runner.run(group.name, group.device, ready, input_sets)
+    observed = {}
+    observed_cases = [(index, case) for index, case in timed if profiled_case(case) is not None]
+    if observed_cases and grading.observer is not None:
+        with _adding_seconds(timings, "observed_s"):
+            observed = observe_group(observing, grading.observer, group.name, group.device, observed_cases, input_sets)
     with _adding_seconds(timings, "judging_s"):
-        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels)
+        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own)
+
+
+def _observing(student: dict, build: Build, grading: Grading) -> dict:
+    """The observed child's GroupRunner arguments: the student's build, as its perf child loads it."""
+    return dict(
+        load=student,
+        sandbox=grading.sandbox,
+        work=grading.folder,
+        env=grading.env,
+        deadline=grading.deadline,
+        shared=(build.folder,),
+        case_timeout=grading.case_timeout,
+        gpu_lock=grading.gpu_lock,
+    )
 
 
 def _sanitized(
