@@ -2,8 +2,8 @@
 
     python -m autograder.child GROUP_DIR
 
-GROUP_DIR/request.json says which suite to import, what to load and which cases to run
-(autograder/runner.py names the files). It imports the unit's public suite, for the ops'
+GROUP_DIR/request.json says which suite to import and what to load; the runner then hands
+over the cases one at a time (autograder/runner.py, GroupFiles). It imports the unit's public suite, for the ops'
 calls: each case comes as data beside its inputs, and the hidden suite is never imported
 here. With no build in the request, the child loads no student code: it times torch's own
 op for perf cases, and the course's reference solution when the request names its build
@@ -126,11 +126,11 @@ def main(folder: str) -> int:
         reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
 
-    for index, _ in request["cases"]:
+    while (handed := files.take()) is not None:  # the runner hands over one case at a time
         pristine.restore()
-        case = case_from_data(torch.load(files.case(index), weights_only=False))
-        open(files.started(index), "w").close()
-        input_sets = torch.load(files.inputs(index), weights_only=False)
+        case = case_from_data(torch.load(handed.case, weights_only=False))
+        open(handed.started, "w").close()
+        input_sets = torch.load(handed.inputs, weights_only=False)
         try:
             result = execute(spec, module, case, input_sets, reference)
             profiled = profiled_case(case)
@@ -145,9 +145,9 @@ def main(folder: str) -> int:
                 result["exception"] += (
                     "\n(this CUDA error leaves the GPU context unusable: a fresh process runs the next tests)"
                 )
-                _save(result, files.result(index))
+                _save(result, handed.result)
                 return CUDA_CONTEXT_LOST
-        _save(result, files.result(index))
+        _save(result, handed.result)
     return 0
 
 

@@ -19,6 +19,7 @@ from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from autograder.machine import child_env, perf_runs_here
 from autograder.results import Grade
+from autograder.runner import secret_order
 from autograder.stages import run as run_stage
 from autograder.stages.build import Build, build_sources, first_step_build
 from autograder.stages.extras import extras, run_own_tests
@@ -184,7 +185,9 @@ def test_a_run_judges_each_group_and_skips_what_cannot_run(tmp_path, monkeypatch
     build = Build(results.TestResult("build", 1.0, True, "compiled"), Built(), str(tmp_path), str(tmp_path))
     timings = {}
     ran = run_cases(plan, build, _grading(tmp_path), timings)
-    assert FakeRunner.calls == [("cpu", ["cpu_fp64_small", "cpu_fp32_tail"])]  # the perf case never ran
+    # the perf case never ran; the others are handed over in the grading's secret order
+    cpu = secret_order([(0, CASES["cpu_fp64_small"]), (1, CASES["cpu_fp32_tail"])], 3)
+    assert FakeRunner.calls == [("cpu", [case.name for _, case in cpu])]
     assert ran.verdicts[0] == Verdict(False, FakeRunner.CRASHED["cpu_fp64_small"])
     assert ran.verdicts[1].passed, ran.verdicts[1]
     assert ran.verdicts[2] == Verdict(False, "not run: no GPU on the grading machine")

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from autograder.runner import GroupRunner
+from autograder.runner import GroupRunner, secret_order
 from autograder.sanitized import sanitized_verdicts
 from autograder.stages.build import Build
 from autograder.stages.grading import Grading
@@ -101,6 +101,7 @@ def _tested(
     own_kernels: frozenset[str],
     timings: dict[str, float],
 ) -> dict[int, Verdict]:
+    ready = secret_order(ready, grading.seed)  # as the children are handed them
     with _adding_seconds(timings, "inputs_s"):
         input_sets = input_sets_of(spec, ready, grading.seed)
     timed = [(index, case) for index, case in ready if case.kind == "perf"]
