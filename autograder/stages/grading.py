@@ -16,7 +16,7 @@ from autograder.baselines import Baselines, ChildSetting
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
 from autograder.grade_options import GradeOptions
-from autograder.machine import child_env, gpu_capability, gpu_count
+from autograder.machine import child_env, gpu_capability, gpu_count, gpu_free_bytes
 from autograder.sandbox import Sandbox
 from autograder.suite_access import hidden_from_runs, suite_files
 from course.dtypes import Toolchain
@@ -36,6 +36,7 @@ class Grading:
     gpu_lock: GpuLock | None  # in a batch on a GPU
     case_timeout: float | None
     baselines: Baselines
+    gpu_free_bytes: int | None = None  # the first GPU's, as a child saw it; None: not known
 
     @property
     def has_gpu(self) -> bool:
@@ -67,7 +68,10 @@ def open_grading(unit: Unit, options: GradeOptions) -> Iterator[Grading]:
     lock = GpuLock(options.gpu_lock) if options.gpu_lock and capability is not None else None
     baselines = Baselines(unit, ChildSetting(sandbox, root, env, deadline, options.case_timeout, lock))
     try:
-        yield Grading(unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout, baselines)
+        free = gpu_free_bytes() if capability is not None else None
+        yield Grading(
+            unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout, baselines, free
+        )
     finally:  # the sandbox's processes first: waiting for the reference's build may take minutes
         sandbox.close()
         baselines.close()
