@@ -81,6 +81,7 @@ class GroupFiles:
         for path, data in ((files.case, runnable_case(case)), (files.inputs, input_sets)):
             with open(path, "xb") as handle:  # a new file, never one the child made
                 torch.save(data, handle)
+            os.chmod(path, 0o644)  # the grader's own file: a sandbox of another uid reads it whatever the umask
         self._tell(stem)
         return files
 
