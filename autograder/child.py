@@ -2,8 +2,8 @@
 
     python -m autograder.child GROUP_DIR
 
-GROUP_DIR/request.json says which suite to import, what to load and which cases to run
-(autograder/runner.py names the files). It imports the unit's public suite, for the ops'
+GROUP_DIR/request.json says which suite to import and what to load; the runner then hands
+over the cases one at a time (autograder/runner.py, GroupFiles). It imports the unit's public suite, for the ops'
 calls: each case comes as data beside its inputs, and the hidden suite is never imported
 here. With no build in the request, the child loads no student code: it times torch's own
 op for perf cases, and the course's reference solution when the request names its build
@@ -128,7 +128,7 @@ def main(folder: str) -> int:
     pristine = _Pristine([course.bench, course.cases, course.harness, course.ops, spec, autograder.timed_kernels])
     if request["device"].startswith("cuda"):
         torch.zeros(1, device=request["device"])  # create the context now, not inside the first case's time
-    observe, flush = request.get("observe"), _observer_flush()
+    flush = _observer_flush()
     open(files.warm, "w").close()
     while not os.path.exists(files.go):  # no student code runs before: in a batch, the GPU's lock is held
         time.sleep(0.002)
@@ -141,15 +141,16 @@ def main(folder: str) -> int:
         reference = load(Plan.from_json(entry["plan"]), Built(**entry["built"]), entry["source_dir"])
     open(files.ready, "w").close()
 
-    for index, _ in request["cases"]:
+    while (handed := files.take()) is not None:  # the runner hands over one case at a time
         pristine.restore()
-        case = case_from_data(torch.load(files.case(index), weights_only=False))
-        open(files.started(index), "w").close()
-        input_sets = torch.load(files.inputs(index), weights_only=False)
+        described = torch.load(handed.case, weights_only=False)
+        markers = described.pop("observe", None)  # the observer's, for this case alone
+        case = case_from_data(described)
+        open(handed.started, "w").close()
+        input_sets = torch.load(handed.inputs, weights_only=False)
         try:
-            if observe is not None:  # under the observer: the perf case's profiled calls, watched
-                markers = tuple(observe[str(index)])
-                result = observed_run(spec, module, profiled_case(case), input_sets[0], markers, flush)
+            if markers is not None:  # under the observer: the perf case's profiled calls, watched
+                result = observed_run(spec, module, profiled_case(case), input_sets[0], tuple(markers), flush)
             else:
                 result = execute(spec, module, case, input_sets, reference)
                 profiled = profiled_case(case)
@@ -164,9 +165,9 @@ def main(folder: str) -> int:
                 result["exception"] += (
                     "\n(this CUDA error leaves the GPU context unusable: a fresh process runs the next tests)"
                 )
-                _save(result, files.result(index))
+                _save(result, handed.result)
                 return CUDA_CONTEXT_LOST
-        _save(result, files.result(index))
+        _save(result, handed.result)
     return 0
 
 

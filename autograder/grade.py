@@ -35,7 +35,14 @@ def grade(submission: str, unit: Unit, options: GradeOptions | None = None) -> G
         raise TypeError(f"options must be a GradeOptions, not {type(options).__name__}")
     with open_grading(unit, options) as grading:
         result = Grade(unit.name, seed=grading.seed, sandbox=grading.sandbox.describe())
-        plan = plan_cases(unit.tests(hidden=True), options.tests, grading.has_gpu, grading.gpus, grading.toolchain)
+        plan = plan_cases(
+            unit.tests(hidden=True),
+            options.tests,
+            grading.has_gpu,
+            grading.gpus,
+            grading.toolchain,
+            grading.gpu_free_bytes,
+        )
         if plan.times_perf:
             grading.baselines.prefetch()
         start = time.perf_counter()

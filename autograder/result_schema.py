@@ -2,7 +2,8 @@
 
 The child runs student code, so its result file is data from an adversary: every part the
 judge reads for the case must be there, of the right type, and nothing may be left out to be
-taken as a pass (an empty list of outputs, a missing profile). Values, dtypes and shapes
+taken as a pass (an empty list of outputs, a missing profile). How many outputs a call returns
+is the op contract's (course/ops.py), never the child's; values, dtypes, shapes and the count
 of the outputs are the judge's to compare, with its messages.
 """
 
@@ -45,11 +46,18 @@ def _outputs_problem(spec, input_sets: list[dict], result: dict) -> str:
         if _strings_problem("", where) or len(where) != len(got):
             return f"the devices of output set {number} are not one name per output"
         names = op_for(spec, inputs).outputs
-        for name, value in zip(names, got):
-            problem = _tensor_problem(name, value)
+        for position, value in enumerate(got):  # every one sent, the op's or not
+            problem = _tensor_problem(names[position] if position < len(names) else f"output {position + 1}", value)
             if problem:
                 return problem
     return ""
+
+
+def _as_the_op_returns(spec, input_sets: list[dict], result: dict) -> bool:
+    """Whether every output set holds as many outputs as the op contract names: the count is the
+    suite's, never the child's. Where it is not, the judge fails the case on its count before
+    it reads anything else of the result."""
+    return all(len(got) == len(op_for(spec, inputs).outputs) for inputs, got in zip(input_sets, result["outputs"]))
 
 
 def _fresh_call_problem(spec, input_sets: list[dict], result: dict) -> str:
@@ -57,7 +65,7 @@ def _fresh_call_problem(spec, input_sets: list[dict], result: dict) -> str:
     outputs as they were after the last call, and the memory of every output and input."""
     after, memory = result.get("first_after"), result.get("memory")
     names = op_for(spec, input_sets[0]).outputs
-    if not isinstance(after, (list, tuple)) or len(after) != len(result["outputs"][0]):
+    if not isinstance(after, (list, tuple)) or len(after) != len(names):
         return "the first call's outputs after the last call are missing"
     problem = next(
         filter(None, (_tensor_problem(f"{name} after the last call", v) for name, v in zip(names, after))), ""
@@ -109,6 +117,8 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
     if case.kind == "perf":
         return timing_problem(result) or _outputs_problem(spec, input_sets, result)
     problem = _outputs_problem(spec, input_sets, result)
+    if not problem and not _as_the_op_returns(spec, input_sets, result):
+        return ""  # the judge says how many outputs it expected
     if not problem and case.called_fresh and len(input_sets) > 1:
         problem = _fresh_call_problem(spec, input_sets, result)
     # (a side-stream run records no inputs after the call: it copies them in on its stream)

@@ -3,19 +3,25 @@ after each crash or hang, and hands back each case's raw result. Nothing here ju
 
 A child and this runner talk through files in the child's own folder; GroupFiles names them.
 The child can write that folder, so its files are hints: every time limit runs on this
-process's own clock, and every result is loaded as data only (weights_only).
+process's own clock, every result is loaded as data only (weights_only), and the runner takes
+a result only for the case it handed over, once.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
+import hashlib
 import json
 import marshal
 import os
+import secrets
 import signal
+import tempfile
 import time
 import types
+from typing import NamedTuple
 
 import torch
 
@@ -27,20 +33,31 @@ from course.cases import Case
 
 CHILD_START_TIMEOUT = 120  # import torch, load the module, create the CUDA context
 EXIT_GRACE = 5  # seconds a child that wrote every result gets to exit (a thread may hold it)
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.01  # the child waits for each next case: a short poll keeps that wait short
 CUDA_CONTEXT_LOST = 70  # the child's exit code after a sticky CUDA error
+
+
+class CaseFiles(NamedTuple):
+    """One case's files, named by a stem drawn when the runner hands the case over."""
+
+    case: str  # the case, as data: what running it takes, not how it is judged nor its name (runner)
+    inputs: str  # its input sets (runner)
+    started: str  # the child began it (child)
+    result: str  # its raw result, written whole (child)
 
 
 class GroupFiles:
     """The file protocol between the runner and a child, in the child's folder:
-    request.json   what to load and which cases to run (written by the runner)
-    <i>.case.pt    case i, as data: what running it takes, not how it is judged (runner)
-    <i>.inputs.pt  case i's input sets (runner)
-    warm           torch is imported and the CUDA context made; the child waits for go (child)
-    go             load the module and run the cases: the GPU's lock is held, if any (runner)
-    ready          the child loaded the module and is about to run cases (child)
-    <i>.started    the child began case i (child)
-    <i>.result.pt  case i's raw result, written whole (child)"""
+    request.json       what to load (runner)
+    warm               torch is imported and the CUDA context made; the child waits for go (child)
+    go                 load the module and run the cases: the GPU's lock is held, if any (runner)
+    ready              the child loaded the module and waits for its first case (child)
+    next               the stem of the case handed over, or nothing: no more cases (runner;
+                       the child takes it away)
+    <stem>.case.pt, <stem>.inputs.pt, <stem>.started, <stem>.result.pt: CaseFiles
+    A case's files are written, and its stem drawn (os.urandom), only when the runner hands it
+    over, once the child's result for the case before is in: nothing the child runs can name,
+    or write a result for, a case it has not been handed."""
 
     def __init__(self, folder: str):
         self.folder = folder
@@ -48,30 +65,61 @@ class GroupFiles:
         self.warm = os.path.join(folder, "warm")
         self.go = os.path.join(folder, "go")
         self.ready = os.path.join(folder, "ready")
+        self.next = os.path.join(folder, "next")
 
-    def case(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index}.case.pt")
+    def of(self, stem: str) -> CaseFiles:
+        ends = ("case.pt", "inputs.pt", "started", "result.pt")
+        return CaseFiles(*(os.path.join(self.folder, f"{stem}.{end}") for end in ends))
 
-    def inputs(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index}.inputs.pt")
+    # ---- the runner's side: it writes into a folder the child may have filled, so never
+    # through a name the child could have made first (a link) ----
 
-    def write_cases(self, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]) -> None:
-        """Each case and its input sets. The child gets the case as data (runnable_case): it
-        never imports the hidden suite, whose other cases, hints and reference stay the grader's."""
-        for index, case in cases:
-            torch.save(runnable_case(case), self.case(index))
-            torch.save(inputs[index], self.inputs(index))
+    def hand(self, case: Case, input_sets: list[dict], markers: list | None = None) -> CaseFiles:
+        """Write `case` and its input sets under a new stem, then tell the child that stem.
+        markers: the observer's for this case (autograder/observer/session.py), with the case."""
+        stem = secrets.token_hex(16)
+        files = self.of(stem)
+        described = {**runnable_case(case), **({"observe": markers} if markers is not None else {})}
+        for path, data in ((files.case, described), (files.inputs, input_sets)):
+            with open(path, "xb") as handle:  # a new file, never one the child made
+                torch.save(data, handle)
+            os.chmod(path, 0o644)  # the grader's own file: a sandbox of another uid reads it whatever the umask
+        self._tell(stem)
+        return files
 
-    def started(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index}.started")
+    def end(self) -> None:
+        """Tell the child that no case is left."""
+        self._tell("")
 
-    def result(self, index: int) -> str:
-        return os.path.join(self.folder, f"{index}.result.pt")
+    def _tell(self, text: str) -> None:
+        handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".next.")
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, self.next)  # replaces a link the child left there, never follows it
+
+    # ---- the child's side ----
+
+    def take(self) -> CaseFiles | None:
+        """Wait for the runner to hand over a case; its files, or None when none is left."""
+        while not os.path.exists(self.next):
+            time.sleep(0.002)
+        with open(self.next) as handle:
+            stem = handle.read()
+        os.remove(self.next)
+        return self.of(stem) if stem else None
+
+
+def secret_order(cases: list[tuple[int, Case]], seed: int) -> list[tuple[int, Case]]:
+    """`cases` in an order drawn from the grading's secret seed: no submission can tell which case
+    comes when. The same for every run of one grading, so the baselines' child and the
+    student's time a perf group's cases after the same work."""
+    return sorted(cases, key=lambda item: hashlib.sha256(f"{seed}:order:{item[1].name}".encode()).digest())
 
 
 def runnable_case(case: Case) -> dict:
-    """What a child needs of a case to run it, as data: nothing the judge alone reads (hint,
-    error words and arguments, needs). An error case's spoilers (params["bad"]: {argument: function}, which
+    """What a child needs of a case to run it, as data: not its name, group or note, nor
+    anything the judge alone reads (hint, error words and arguments, needs). An error case's spoilers (params["bad"]: {argument: function}, which
     the public suite's on_device applies where the op will see the arguments) cross as their
     code: each may use its argument and torch, nothing else of the hidden suite."""
     params = dict(case.params)
@@ -80,6 +128,9 @@ def runnable_case(case: Case) -> dict:
     return {
         **{f.name: getattr(case, f.name) for f in dataclasses.fields(case)},
         "params": params,
+        "name": "",
+        "group": "",
+        "note": "",
         "hint": "",
         "error_words": (),
         "error_arguments": (),
@@ -170,25 +221,20 @@ class GroupRunner:
     def run(
         self, group: str, device: str, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]
     ) -> dict[int, dict | str]:
-        """{case index: raw result dict, or a string saying why there is none}. Each child
-        either returns results or is blamed for the case it stopped in; one that did neither
-        would again, so the cases left get its reason."""
+        """{case index: raw result dict, or a string saying why there is none}, the cases handed
+        over in the order given. Each child either returns results or is blamed for the case it
+        stopped in; one that did neither would again, so the cases left get its reason."""
         outcomes: dict[int, dict | str] = {}
         pending = list(cases)
         while pending:
             if self.deadline.passed:
                 outcomes.update({index: self.deadline.not_run() for index, _ in pending})
                 break
-            files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
-            files.write_cases(pending, inputs)
-            reason, blamed = self._run_child(files, device, pending)
-            before = len(outcomes)
-            for index, _ in pending:
-                if os.path.exists(files.result(index)):
-                    outcomes[index] = load_result(files.result(index))
+            reason, blamed, results = self._run_child(group, device, pending, inputs)
+            outcomes.update(results)
             if blamed is not None and blamed not in outcomes:
                 outcomes[blamed] = reason
-            if len(outcomes) == before:
+            if not results and blamed is None:
                 why = reason or "the test process stopped without running its tests"
                 outcomes.update({index: why for index, _ in pending})
             pending = [(i, c) for i, c in pending if i not in outcomes]
@@ -200,21 +246,21 @@ class GroupRunner:
         """One child over `cases`, never restarted: (why it stopped early or '', {case index:
         raw result, or why there is none} of the cases that left one). Its exit code and
         output are then in exit_code and stdout."""
-        files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
-        files.write_cases(cases, inputs)
-        reason, _ = self._run_child(files, device, cases)
-        return reason, {
-            index: load_result(files.result(index)) for index, _ in cases if os.path.exists(files.result(index))
-        }
+        reason, _, results = self._run_child(group, device, cases, inputs)
+        return reason, results
 
-    def _run_child(self, files: GroupFiles, device: str, cases: list[tuple[int, Case]]) -> tuple[str, int | None]:
+    def _run_child(
+        self, group: str, device: str, cases: list[tuple[int, Case]], inputs: dict[int, list[dict]]
+    ) -> tuple[str, int | None, dict[int, dict | str]]:
         """Run one child over `cases`. Returns (why it stopped early or '', the case it is
-        blamed for, or None). In a batch, a child on the GPU loads its module and runs its
-        cases holding the GPU's lock, alone for perf cases; it starts (torch, the CUDA
-        context) without it, and no student code runs before it is held."""
-        request = {**self.load, "device": device, "cases": [(i, c.name) for i, c in cases]}
+        blamed for, or None, {case index: its result} of those it answered). In a batch, a child
+        on the GPU loads its module and runs its cases holding the GPU's lock, alone for perf
+        cases; it starts (torch, the CUDA context) without it, and no student code runs before
+        it is held."""
+        files = GroupFiles(self.sandbox.folder(self.work, f"{self.prefix}{group}."))
         with open(files.request, "w") as handle:
-            json.dump(request, handle)
+            # The observer's markers travel with each case as it is handed over, not all at once.
+            json.dump({**{k: v for k, v in self.load.items() if k != "observe"}, "device": device}, handle)
         gated = self._gated(device)
         if not gated:
             open(files.go, "w").close()
@@ -248,8 +294,9 @@ class GroupRunner:
                 held.append(lock)
                 open(files.go, "w").close()
 
+        handing = _Handing(files, cases, inputs, self)
         try:
-            reason, blamed = self._watch(run, files, cases, open_gate if gated else None)
+            reason, blamed = self._watch(run, handing, open_gate if gated else None)
         finally:
             run.kill()  # whatever it left running, before the lock goes
             for lock in held:
@@ -260,23 +307,22 @@ class GroupRunner:
         if reason and not reason.startswith(("timed out", "not run")):
             tail = _tail(run.stderr())
             reason += ("\n  last lines on stderr:\n" + tail) if tail else ""
-        return reason, blamed
+        return reason, blamed, handing.results
 
     def _gated(self, device: str) -> bool:
         """Whether a child on `device` waits for the GPU's lock before it loads the module."""
         return self.gpu_lock is not None and device.startswith("cuda")
 
-    def _watch(
-        self, run: Run, files: GroupFiles, cases: list[tuple[int, Case]], open_gate=None
-    ) -> tuple[str, int | None]:
-        """Follow the child on this process's clock: a case's time counts from when this
-        process first saw it start, whatever the child does to its files afterwards. A warm
-        child is let go by open_gate() where given: it waits for the GPU's lock, and its
-        waiting counts against neither its start nor any case."""
-        timeouts = {index: self.timeout(case) for index, case in cases}
-        started = idle_since = time.monotonic()
+    def _watch(self, run: Run, handing: _Handing, open_gate=None) -> tuple[str, int | None]:
+        """Follow the child on this process's clock, handing it one case at a time: a case's
+        time counts from when this process first saw it start (or handed it over), whatever
+        the child does to its files afterwards. A warm child is let go by open_gate() where
+        given: it waits for the GPU's lock, and its waiting counts against neither its start
+        nor any case."""
+        files = handing.files
+        started = time.monotonic()
         waited = 0.0  # for the GPU's lock
-        gate_open, ready_at, ended, seen = open_gate is None, None, set(), {}  # seen: case -> first seen started
+        gate_open, ready_at = open_gate is None, None
         while True:
             code = run.poll()
             now = time.monotonic()
@@ -285,42 +331,28 @@ class GroupRunner:
                 open_gate()  # blocks while other runs hold the GPU
                 waited, now = time.monotonic() - now, time.monotonic()
             if ready_at is None and os.path.exists(files.ready):
-                ready_at = idle_since = now
+                ready_at = now
                 self.spawn_seconds.append(now - started - waited)
-            done = {i for i, _ in cases if os.path.exists(files.result(i))}
-            if done != ended:
-                mark = idle_since  # the previous case's end: the child runs its cases in order
-                for index, _ in cases:
-                    if index in done and index not in ended:
-                        self.case_seconds[index] = now - max(seen.get(index, mark), mark)
-                        mark = now  # any after it that ended in this poll took less than a poll
-                ended, idle_since = done, now
-            for index, _ in cases:
-                if index not in seen and index not in done and os.path.exists(files.started(index)):
-                    seen[index] = now
-            running = next((i for i, _ in cases if i in seen and i not in done), None)
-            if running is not None:
-                self.case_seconds[running] = now - seen[running]  # so far: a case the child stops in keeps it
+            if ready_at is not None:
+                handing.follow(now, more=code is None)
+            running = handing.running
             if code is not None:
                 self.exit_code = code
-                return self._exit_reason(code, ready_at is not None, running, len(done) == len(cases))
+                return self._exit_reason(code, ready_at is not None, running, handing.all_done)
             if self.deadline.passed:
                 return self.deadline.not_run(), running
-            if len(done) == len(cases):
-                if now - idle_since > EXIT_GRACE:  # its work is done; a thread of its own holds it
+            if handing.all_done:
+                if now - handing.since > EXIT_GRACE:  # its work is done; a thread of its own holds it
                     return "", None
             elif ready_at is None:
                 if now - started - waited > CHILD_START_TIMEOUT * self.slowdown:
                     return f"the module did not load within {CHILD_START_TIMEOUT * self.slowdown:.0f} s", None
-            elif running is not None:
-                if now - seen[running] > timeouts[running]:
+            elif now - handing.since > handing.timeout:
+                if running is not None:
                     return (
-                        f"timed out: still running after {timeouts[running]:.0f} s (an endless loop or a hang?)"
+                        f"timed out: still running after {handing.timeout:.0f} s (an endless loop or a hang?)"
                     ), running
-            else:  # between tests: the next one should start at once
-                waiting = timeouts[next(i for i, _ in cases if i not in done)]
-                if now - idle_since > waiting:
-                    return f"the test process stopped between tests for {waiting:.0f} s", None
+                return f"the test process stopped between tests for {handing.timeout:.0f} s", None
             time.sleep(POLL_SECONDS)
 
     @staticmethod
@@ -335,3 +367,59 @@ class GroupRunner:
         if running is not None:
             return f"the test process {how} during this test", running
         return f"the test process {how} between tests", None
+
+
+class _Handing:
+    """The runner's side of one child's cases: it hands them over one at a time, in order, and
+    takes each one's result once, from the files of the case in hand alone."""
+
+    def __init__(self, files: GroupFiles, cases: list[tuple[int, Case]], inputs: dict, runner: GroupRunner):
+        self.files, self.inputs, self.runner = files, inputs, runner
+        self.queue = list(cases)
+        self.results: dict[int, dict | str] = {}
+        self.in_hand: tuple[int, Case, CaseFiles] | None = None
+        self.seen_started = False
+        self.since = 0.0  # when the case in hand was handed over or seen started; else the last result
+        self.ended = False  # the child was told that no case is left
+
+    @property
+    def all_done(self) -> bool:
+        return not self.queue and self.in_hand is None
+
+    @property
+    def running(self) -> int | None:
+        """The case the child was seen to start and has not answered."""
+        return self.in_hand[0] if self.in_hand and self.seen_started else None
+
+    @property
+    def timeout(self) -> float:
+        return self.runner.timeout(self.in_hand[1]) if self.in_hand else 0.0
+
+    def follow(self, now: float, more: bool) -> None:
+        """Note what the child did with the case in hand; then hand over the next one (`more`:
+        the child still runs), or say that none is left."""
+        if self.in_hand is not None:
+            index, _, files = self.in_hand
+            if not self.seen_started and os.path.exists(files.started):
+                self.seen_started, self.since = True, now
+            if os.path.exists(files.result):
+                self.results[index] = load_result(files.result)  # taken once: never read again
+                self.runner.case_seconds[index] = now - self.since
+                self.in_hand, self.since = None, now
+            elif self.seen_started:
+                self.runner.case_seconds[index] = now - self.since  # so far: a case the child stops in keeps it
+        if self.in_hand is None and more and self.queue:
+            self._hand_next()
+        elif self.all_done and more and not self.ended:
+            self.ended = True
+            with contextlib.suppress(OSError):  # a child that blocks the way only waits until it is stopped
+                self.files.end()
+
+    def _hand_next(self) -> None:
+        index, case = self.queue.pop(0)
+        try:
+            markers = self.runner.load.get("observe", {}).get(str(index))
+            self.in_hand = (index, case, self.files.hand(case, self.inputs[index], markers))
+        except OSError as error:  # the child made the name the runner tells it by something else
+            self.results[index] = f"the test process kept its next test from being handed over ({error.strerror})"
+        self.seen_started, self.since = False, time.monotonic()

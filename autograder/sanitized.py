@@ -15,7 +15,7 @@ import fnmatch
 import time
 from collections.abc import Callable
 
-from autograder.runner import GroupRunner
+from autograder.runner import GroupRunner, secret_order
 from course.cases import Case, make_input_sets
 from course.judge import Verdict
 from course.sanitize import (
@@ -80,7 +80,7 @@ def sanitized_verdicts(
         )
         inputs = {i: make_input_sets(spec, c, seed) for i, c in small}
         start = time.perf_counter()
-        reason, results = runner.run_once("cuda", case.device, small, inputs)
+        reason, results = runner.run_once("cuda", case.device, secret_order(small, seed), inputs)
         seconds[index] = time.perf_counter() - start
         names = ", ".join(c.name for _, c in small)
         if runner.exit_code == ERROR_EXIT:

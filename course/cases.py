@@ -68,6 +68,7 @@ class Case:
     triton: bool = False  # the op compiles Triton kernels in the case's dtype (course/dtypes.py)
     note: str = ""  # what the run changed about the case and why (course/dtypes.py), shown with its verdict
     fresh_call: bool = True  # a small values case: called last on new buffers (called_fresh)
+    gpu_bytes: int | None = None  # the GPU memory the case needs, where its shape does not say (gpu_memory)
 
     @property
     def input_sets(self) -> int:
@@ -97,6 +98,16 @@ class Case:
         cases build a tensor past 2^31 elements from no shape)."""
         shape = self.params.get("shape")
         return None if shape is None else math.prod(shape)
+
+    @property
+    def gpu_memory(self) -> int:
+        """The device memory the case needs, in bytes: gpu_bytes where declared, else its shape in its
+        dtype (float32 where it names none) twice, an input and an output of its size; 0 for a
+        case sized otherwise that declares nothing."""
+        if self.gpu_bytes is not None:
+            return self.gpu_bytes
+        dtype = self.params.get("dtype", torch.float32)
+        return 2 * (self.elements or 0) * dtype.itemsize
 
     @property
     def drawn_again(self) -> bool:

@@ -19,6 +19,7 @@ from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from autograder.machine import child_env, perf_runs_here
 from autograder.results import Grade
+from autograder.runner import secret_order
 from autograder.stages import run as run_stage
 from autograder.stages.build import Build, build_sources, first_step_build
 from autograder.stages.extras import extras, run_own_tests
@@ -121,6 +122,30 @@ def test_the_plan_keeps_the_cases_asked_for_and_marks_gpus_the_machine_lacks():
     assert [g.not_run for g in plan.groups] == ["", "not run: needs cuda:1, and the grading machine shows 1 GPU(s)"]
 
 
+def test_a_case_the_gpu_has_too_little_memory_for_is_not_run_nor_counted():
+    """As a case on a GPU the machine lacks, it is reported not run, with why; its points are left
+    out of the total, so a machine too small costs the student nothing."""
+    large = Case("cuda_large", "cuda_values", device="cuda", points=2.0, params=dict(shape=(2**20, 1024)))
+    assert large.gpu_memory == 8 * 2**30  # its x and an output of its size, in float32
+    declared = Case("cuda_declared", "cuda_values", device="cuda", gpu_bytes=20 * 2**30)
+    spec = _spec("cuda_fp32_small", "cpu_fp64_small", extra=(large, declared))
+    t4 = plan_cases(spec, (), has_gpu=True, gpus=1, gpu_free_bytes=14 * 2**30)
+    run_here = [[c.name for _, c in g.cases] for g in t4.groups if not g.not_run]
+    assert run_here == [["cpu_fp64_small"], ["cuda_fp32_small", "cuda_large"]]
+    (skipped,) = [g for g in t4.groups if g.not_run]
+    assert skipped.cases == [(3, declared)] and not skipped.counted and t4.uncounted == {3}
+    assert skipped.not_run == (
+        "not run: needs 20.0 GiB of GPU memory, and the grading machine's GPU has 14.0 GiB free; "
+        "its points are left out of the total"
+    )
+    assert all(not g.not_run for g in plan_cases(spec, (), True, 1, gpu_free_bytes=80 * 2**30).groups)
+    assert all(not g.not_run for g in plan_cases(spec, (), True, 1).groups)  # free memory not known: all run
+    result = Grade(UNIT.name)
+    report_cases(result, t4, Ran({0: Verdict(True), 3: Verdict(False, skipped.not_run)}, {}), set())
+    entry = next(t for t in result.tests if t.name == "cuda_declared")
+    assert entry.not_run and entry.max_score == 0 and entry.score == 0
+
+
 def test_a_plan_refuses_a_case_that_needs_an_unknown_one():
     broken = Case("cpu_perf", "cpu_perf", kind="perf", needs=("cpu_misspelt",))
     with pytest.raises(ValueError, match="cpu_perf needs unknown case"):
@@ -184,7 +209,9 @@ def test_a_run_judges_each_group_and_skips_what_cannot_run(tmp_path, monkeypatch
     build = Build(results.TestResult("build", 1.0, True, "compiled"), Built(), str(tmp_path), str(tmp_path))
     timings = {}
     ran = run_cases(plan, build, _grading(tmp_path), timings)
-    assert FakeRunner.calls == [("cpu", ["cpu_fp64_small", "cpu_fp32_tail"])]  # the perf case never ran
+    # the perf case never ran; the others are handed over in the grading's secret order
+    cpu = secret_order([(0, CASES["cpu_fp64_small"]), (1, CASES["cpu_fp32_tail"])], 3)
+    assert FakeRunner.calls == [("cpu", [case.name for _, case in cpu])]
     assert ran.verdicts[0] == Verdict(False, FakeRunner.CRASHED["cpu_fp64_small"])
     assert ran.verdicts[1].passed, ran.verdicts[1]
     assert ran.verdicts[2] == Verdict(False, "not run: no GPU on the grading machine")
@@ -300,3 +327,26 @@ def test_the_childrens_environment_leaves_out_the_graders_own_settings(monkeypat
     gpu_perf = Case("p", "g", device="cuda", kind="perf")
     assert perf_runs_here([gpu_perf], has_gpu=True) and not perf_runs_here([gpu_perf], has_gpu=False)
     assert perf_runs_here([PERF], has_gpu=False) and not perf_runs_here([CASES["cpu_fp64_small"]], has_gpu=True)
+
+
+def test_the_probe_of_the_gpus_tells_the_first_ones_memory(monkeypatch):
+    """grade-all's answer for a grading's GPUs carries the first one's free and total memory,
+    which the plan reads; an answer without them leaves the memory unknown."""
+    from autograder import machine
+
+    answer = machine.Gpus("7.5", 1, 14 * 2**30, 15 * 2**30)
+    probed = types.SimpleNamespace(stdout=f"7.5 1 {answer.free_bytes} {answer.total_bytes}\n")
+    monkeypatch.setattr(machine.subprocess, "run", lambda *args, **options: probed)
+    machine.gpus_of.cache_clear()
+    try:
+        env = machine.gpu_probe_env("t4")
+        machine.gpus_of.cache_clear()
+        monkeypatch.setattr(machine.subprocess, "run", None)  # no second probe: the answer is handed over
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "t4")
+        monkeypatch.setenv(machine.GPU_PROBE_ENV, env[machine.GPU_PROBE_ENV])
+        assert machine.gpus_of("t4") == answer and machine.gpu_free_bytes() == 14 * 2**30
+        monkeypatch.setenv(machine.GPU_PROBE_ENV, '["t4", "7.5", 1]')
+        machine.gpus_of.cache_clear()
+        assert machine.gpus_of("t4") == machine.Gpus("7.5", 1) and machine.gpu_free_bytes() is None
+    finally:
+        machine.gpus_of.cache_clear()

@@ -2,11 +2,15 @@
 device, some hidden values case has more rows than any public one, and some more columns. An
 op fitted to the public sizes (a fixed block of columns, rows that fit one grid) then loses."""
 
+import importlib
 import math
 from collections import defaultdict
 
 import pytest
+import torch
 
+from course.cases import make_input_sets
+from course.judge import judge
 from course.spec import units
 
 # Ops whose verdict does not rest on the size of their inputs: they check how the op is
@@ -75,3 +79,47 @@ def test_the_walk_finds_a_gap():
 
     assert "op -, backend -, cpu: no hidden case has more rows than 16" in reach_gaps(Trimmed)
     assert rows_and_columns((8, 4, 16)) == (32, 16)
+
+
+# Units whose kernels find a row by its offset, row * D: some CUDA case has more than 2^31
+# elements, where that offset wraps in 32 bits (the lesson of day02's kernel, and day04's).
+ROW_OFFSET_UNITS = ("day02_layernorm_forward", "day04_layernorm_edge_cases")
+
+
+def _elements(case) -> int:
+    """A case's elements: its shape's, or what its declared memory holds (x and an output of x's size)."""
+    if case.elements is not None:
+        return case.elements
+    return case.gpu_memory // (2 * case.params.get("dtype", torch.float32).itemsize)
+
+
+@pytest.mark.parametrize("name", ROW_OFFSET_UNITS)
+def test_a_hidden_cuda_case_reaches_past_2_31_elements(name):
+    suite = units.load(name).tests()
+    past = [c for c in suite.CASES if c.kind == "values" and c.device == "cuda" and _elements(c) > 2**31]
+    assert past, f"{name}: no CUDA case past 2^31 elements"
+    # what the plan skips a GPU too small for (autograder/stages/plan.py): x and an output of its size
+    assert all(c.gpu_memory >= 2 * 2**31 * c.params.get("dtype", torch.float32).itemsize for c in past)
+
+
+def test_day02s_case_past_2_31_elements_is_made_and_judged_from_a_tile():
+    """Its inputs are a tile; the parent's reference is its last rows, rebuilt from the tile, and
+    a row read through a 32-bit offset (row 32768's wraps to the start of x) fails."""
+    suite = units.load("day02_layernorm_forward").tests()
+    tiled_rows = importlib.import_module("..common.tiled_rows", suite.__package__)
+    layer_norm64 = importlib.import_module("..common.layernorm_tests", suite.__package__).layer_norm64
+    case = next(c for c in suite.CASES if c.name == "cuda_fp32_past_2_31")
+    assert case.name not in {c.name for c in units.load("day02_layernorm_forward").tests(hidden=False).CASES}
+    assert case.gpu_memory > 15 * 2**30  # more than a T4 has: skipped there
+    (inputs,) = make_input_sets(suite, case, seed=1)
+    assert sum(v.numel() * v.element_size() for v in inputs.values() if isinstance(v, torch.Tensor)) < 2**24
+    rows, cols = case.params["shape"]
+    x = tiled_rows.last_rows(inputs["tile"], rows)
+    right = tuple(t.float() for t in layer_norm64(x, inputs["gamma"].double(), inputs["beta"].double()))
+    result = {"outputs": [right], "output_devices": [("cuda:0",) * 3]}
+    assert judge(suite, case, [inputs], result).passed
+    wrapped = x.clone()
+    wrapped[-1] = inputs["tile"].double()[0]  # row 32768 at offset (32768 * 65536) mod 2^32 = 0: row 0
+    wrong = tuple(t.float() for t in layer_norm64(wrapped, inputs["gamma"].double(), inputs["beta"].double()))
+    verdict = judge(suite, case, [inputs], {**result, "outputs": [wrong]})
+    assert not verdict.passed and "y:" in verdict.message, verdict.message

@@ -54,6 +54,11 @@ def _honest(case_name: str) -> tuple:
         ("cpu_fp64_small", lambda r: {**r, "outputs": []}, "0 set(s) of outputs for 2"),
         ("cpu_fp64_small", lambda r: {**r, "outputs": [("a str",), *r["outputs"][1:]]}, "y is a str, not a tensor"),
         ("cpu_fp64_small", lambda r: {**r, "outputs": "not a list"}, "outputs is not a list"),
+        (
+            "cpu_fp64_small",
+            lambda r: {**r, "outputs": [(*o, "a str") for o in r["outputs"]], "output_devices": [("cpu",) * 2] * 2},
+            "output 2 is a str, not a tensor",
+        ),
         ("cpu_fp64_small", lambda r: {k: v for k, v in r.items() if k != "inputs_after"}, "inputs after the call"),
         (
             "cpu_fp64_small",
@@ -74,6 +79,35 @@ def test_a_malformed_result_is_named(case_name, forge, problem):
     case, input_sets, result = _honest(case_name)
     assert result_problem(SPEC, case, input_sets, result) == ""
     assert problem in result_problem(SPEC, case, input_sets, forge(result))
+
+
+def _counted(result: dict, change) -> dict:
+    """`result` with every output set, and the first call's outputs after the last, changed."""
+    forged = {**result, "outputs": [change(o) for o in result["outputs"]]}
+    forged["output_devices"] = [("cpu",) * len(o) for o in forged["outputs"]]
+    return forged
+
+
+@pytest.mark.parametrize(
+    "forge, count",
+    [
+        (lambda r: _counted(r, lambda o: (*o, o[0])), 2),  # first_after keeps the op's count
+        (lambda r: {**_counted(r, lambda o: (*o, o[0])), "first_after": (*r["first_after"], r["first_after"][0])}, 2),
+        (lambda r: {**_counted(r, lambda o: ()), "first_after": ()}, 0),
+        (lambda r: _counted(r, lambda o: (*o, o[0]) if o is r["outputs"][0] else o), 2),
+    ],
+    ids=["extra_output", "extra_output_kept_after", "no_output", "extra_in_the_first_set"],
+)
+def test_the_count_of_outputs_is_the_op_contracts(forge, count):
+    """A result whose calls return more or fewer outputs than the op names fails on that count,
+    whatever the child says of its outputs elsewhere, never as a result the grader could not
+    read or judge."""
+    from autograder.stages.judge import verdict as judged
+
+    case, input_sets, result = _honest("cpu_fp64_small")
+    assert case.called_fresh and judged(SPEC, case, input_sets, result, None, frozenset()).passed
+    verdict = judged(SPEC, case, input_sets, forge(result), None, frozenset())
+    assert not verdict.passed and f"returned {count} outputs, expected 1 (y)" in verdict.message, verdict.message
 
 
 def _perf_result() -> tuple:

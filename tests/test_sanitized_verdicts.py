@@ -2,6 +2,7 @@
 compute-sanitizer, on a machine without a GPU, exits as the real one would."""
 
 import stat
+import sys
 
 import pytest
 import torch
@@ -18,9 +19,14 @@ from course.spec import mutants, units
 UNIT = units.load("day04_layernorm_edge_cases")
 SPEC = UNIT.tests()
 CASES = [(index, case) for index, case in enumerate(SPEC.CASES) if case.kind == SANITIZER]
-# The child's folder is the last argument: a run that completes leaves a result per case
-# there, copied from one the test saves beforehand.
-_RESULTS = 'for f in "$(eval echo \\${$#})"/*.inputs.pt; do cp KEPT "${f%.inputs.pt}.result.pt"; done\n'
+# The child's folder is the last argument: a run that completes answers each case the runner
+# hands over, as a child does (autograder/runner.py, GroupFiles), with a result the test saves
+# beforehand.
+_ANSWER = (
+    "import shutil, sys; from autograder.runner import GroupFiles; files = GroupFiles(sys.argv[-1]); "
+    "open(files.ready, 'w').close(); [shutil.copy(sys.argv[1], case.result) for case in iter(files.take, None)]"
+)
+_RESULTS = f'{sys.executable} -c "{_ANSWER}" KEPT "$(eval echo \\${{$#}})"\n'
 COMPLETE = _RESULTS.replace("KEPT", "ran.pt")
 RAISED = _RESULTS.replace("KEPT", "raised.pt")
 

@@ -1,4 +1,4 @@
-# Hostile: hangs in one test while a thread keeps every "<i>.started" file new (made again
+# Hostile: hangs in one test while a thread keeps every ".started" file new (made again
 # and touched), so that a grader timing tests by those files never sees a hang.
 import os as _os
 import threading as _threading

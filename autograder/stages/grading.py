@@ -16,7 +16,7 @@ from autograder.baselines import Baselines, ChildSetting
 from autograder.deadline import Deadline
 from autograder.gpu_lock import GpuLock
 from autograder.grade_options import GradeOptions
-from autograder.machine import child_env, gpu_capability, gpu_count
+from autograder.machine import child_env, gpu_capability, gpu_count, gpu_free_bytes
 from autograder.observer.session import Observer
 from autograder.sandbox import Sandbox
 from autograder.suite_access import hidden_from_runs, suite_files
@@ -38,6 +38,7 @@ class Grading:
     case_timeout: float | None
     baselines: Baselines
     observer: Observer | None = None  # on a GPU: perf cases' calls observed from outside their process
+    gpu_free_bytes: int | None = None  # the first GPU's, as a child saw it; None: not known
 
     @property
     def has_gpu(self) -> bool:
@@ -70,8 +71,21 @@ def open_grading(unit: Unit, options: GradeOptions) -> Iterator[Grading]:
     baselines = Baselines(unit, ChildSetting(sandbox, root, env, deadline, options.case_timeout, lock))
     try:
         observer = Observer(env) if capability is not None else None
+        free = gpu_free_bytes() if capability is not None else None
         yield Grading(
-            unit, seed, root, sandbox, env, deadline, capability, gpus, lock, options.case_timeout, baselines, observer
+            unit,
+            seed,
+            root,
+            sandbox,
+            env,
+            deadline,
+            capability,
+            gpus,
+            lock,
+            options.case_timeout,
+            baselines,
+            observer=observer,
+            gpu_free_bytes=free,
         )
     finally:  # the sandbox's processes first: waiting for the reference's build may take minutes
         sandbox.close()

@@ -1,5 +1,5 @@
 """Plan: which of the unit's cases run, in which groups, in which order, and which groups this
-machine cannot run at all. Made before the build, so that the reference's fetch (baselines)
+machine cannot run at all (no GPU, one GPU too few, too little GPU memory for a case). Made before the build, so that the reference's fetch (baselines)
 can start beside it."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class Group:
     name: str
     cases: list[tuple[int, Case]]  # (index in the suite's CASES, case)
     not_run: str = ""  # why this machine cannot run it; "" where it can
+    counted: bool = True  # False: not run here, and its points are left out of the total
 
     @property
     def device(self) -> str:
@@ -31,13 +32,24 @@ class Plan:
     groups: list[Group]  # in run order
     times_perf: bool  # a perf case runs here: the reference is needed
 
+    @property
+    def uncounted(self) -> set[int]:
+        """The cases whose points this machine leaves out of the total."""
+        return {index for group in self.groups if not group.counted for index, _ in group.cases}
+
 
 def plan_cases(
-    spec: ModuleType, patterns: tuple[str, ...], has_gpu: bool, gpus: int, toolchain: Toolchain | None = None
+    spec: ModuleType,
+    patterns: tuple[str, ...],
+    has_gpu: bool,
+    gpus: int,
+    toolchain: Toolchain | None = None,
+    gpu_free_bytes: int | None = None,
 ) -> Plan:
     """The plan for the cases of `spec` that match `patterns` (fnmatch; all when empty), on a
-    machine with `gpus` GPUs (has_gpu: whether GPU cases run at all), each in the dtype
-    `toolchain` can compile for Triton (course/dtypes.py; None: as declared)."""
+    machine with `gpus` GPUs (has_gpu: whether GPU cases run at all) and `gpu_free_bytes` of
+    free memory on the first (None: not known), each in the dtype `toolchain` can compile for
+    Triton (course/dtypes.py; None: as declared)."""
     check_needs(spec.CASES)
     if toolchain is not None:
         spec = ToolchainSuite(spec, toolchain)
@@ -46,13 +58,29 @@ def plan_cases(
         for i, c in enumerate(spec.CASES)
         if not patterns or any(fnmatch.fnmatchcase(c.name, p) for p in patterns)
     ]
+    too_large = {i: why for i, c in selected if has_gpu and (why := memory_short(c, gpu_free_bytes))}
     groups: dict[str, list[tuple[int, Case]]] = {}
     for index, case in selected:
-        groups.setdefault(case.group, []).append((index, case))
+        if index not in too_large:
+            groups.setdefault(case.group, []).append((index, case))
     ordered = [
         Group(name, cases, _not_run_here(cases[0][1].device, has_gpu, gpus)) for name, cases in _in_run_order(groups)
     ]
-    return Plan(spec, ordered, perf_runs_here([case for _, case in selected], has_gpu))
+    ordered += [Group(c.group, [(i, c)], too_large[i], counted=False) for i, c in selected if i in too_large]
+    runs = [case for index, case in selected if index not in too_large]
+    return Plan(spec, ordered, perf_runs_here(runs, has_gpu))
+
+
+def memory_short(case: Case, free_bytes: int | None) -> str:
+    """Why a GPU with `free_bytes` free cannot run `case` (Case.gpu_memory), or ''. Such a case
+    is a lesson the machine is too small for, not the student's failure: its points are left
+    out of the total."""
+    if not case.device.startswith("cuda") or free_bytes is None or case.gpu_memory <= free_bytes:
+        return ""
+    return (
+        f"not run: needs {case.gpu_memory / 2**30:.1f} GiB of GPU memory, and the grading machine's GPU has "
+        f"{free_bytes / 2**30:.1f} GiB free; its points are left out of the total"
+    )
 
 
 def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, list[tuple[int, Case]]]]:

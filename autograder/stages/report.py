@@ -17,7 +17,9 @@ def public_case_names(unit: Unit) -> set[str]:
 
 
 def report_cases(result: Grade, plan: Plan, ran: Ran, public: set[str]) -> None:
-    """Adds an entry to `result` for each case that ran or was judged not to, in the suite's order."""
+    """Adds an entry to `result` for each case that ran or was judged not to, in the suite's order;
+    one the machine was too small for is worth nothing here (Group.counted)."""
+    uncounted = plan.uncounted
     for index, case in enumerate(plan.spec.CASES):
         if index not in ran.verdicts:  # not among the tests asked for
             continue
@@ -25,7 +27,7 @@ def report_cases(result: Grade, plan: Plan, ran: Ran, public: set[str]) -> None:
         result.tests.append(
             TestResult(
                 case.name,
-                case.points,
+                0.0 if index in uncounted else case.points,
                 verdict.passed,
                 "\n".join(filter(None, (verdict.message, case.note))),
                 visibility="visible" if case.name in public else "after_published",

@@ -15,7 +15,7 @@ import torch
 
 from autograder.observer.session import observe_group
 from autograder.observer.verdict import OwnKernels
-from autograder.runner import GroupRunner
+from autograder.runner import GroupRunner, secret_order
 from autograder.sanitized import sanitized_verdicts
 from autograder.stages.build import Build
 from autograder.stages.grading import Grading
@@ -109,6 +109,7 @@ def _tested(
     """kernels: (the identifiers the child's profile is judged by, OwnKernels for the observer,
     the observed child's GroupRunner arguments)."""
     own_kernels, own, observing = kernels
+    ready = secret_order(ready, grading.seed)  # as the children are handed them
     with _adding_seconds(timings, "inputs_s"):
         input_sets = input_sets_of(spec, ready, grading.seed)
     timed = [(index, case) for index, case in ready if case.kind == "perf"]

@@ -32,6 +32,10 @@ CASES = [
     _values("cuda_fp64_1000", "cuda", (13, 1000), torch.float64),
     _values("cuda_empty_batch", "cuda", (0, 64)),
     _values("cuda_fp32_large_eps", "cuda", (64, 256), std=0.5, eps=0.1, hint=EPS_HINT),
+    # 32769 rows of 65536: row 32768 starts at element 2^31, where a row's offset in 32 bits wraps.
+    # x and y take 16 GiB of the GPU: on a smaller one the case is not run, and not counted.
+    Case("cuda_fp32_past_2_31", "cuda_values", "cuda", 1.0, dict(shape=(32769, 65536), tiled=True), timeout=120.0,
+         hint="x has more than 2^31 elements: a row's offset, row * D, must be computed in 64 bits (int64_t)"),
     Case("cuda_every_element_written", "cuda_checks", "cuda", 1.0, dict(shape=(257, 1000)), checks=(POISON,),
          hint="outputs start as NaN: every y, mean and rstd element must be written"),
     Case("cuda_current_stream", "cuda_checks", "cuda", 1.0, dict(shape=(512, 1024)), checks=(SIDE_STREAM,),

@@ -6,10 +6,11 @@ import torch
 
 from course.cases import OWN_KERNEL, POISON, ROTATED, SIDE_STREAM, Case
 from course.hints import model_reading
-from course.ops import Op, dtypes_like
+from course.ops import Op
 
 from ..common.error_cases import error_case, spoil
 from ..common.layernorm_tests import FORWARD_OUTPUTS, forward_slips, layer_norm64, random_affine, random_x, values_case
+from ..common.tiled_rows import last_of, last_rows, random_tile, tiled_rows
 
 UNIT = "day02_layernorm_forward"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::batch_norm",
@@ -31,37 +32,59 @@ RSTD_ROUNDINGS = 4
 def make_inputs(case, generator):
     p = case.params
     dtype = p.get("dtype", torch.float32)
-    x = random_x(p, generator, dtype)
+    if p.get("tiled"):  # past 2^31 elements: x is built on the GPU from a tile (common/tiled_rows.py)
+        x = {"tile": random_tile(p["shape"][1], generator).to(dtype), "rows": p["shape"][0]}
+    else:
+        x = {"x": random_x(p, generator, dtype).to(dtype)}
     gamma, beta = random_affine(p["shape"][1], generator, dtype)
-    return {"x": x.to(dtype), "gamma": gamma.to(dtype), "beta": beta.to(dtype), "eps": p.get("eps", 1e-5)}
+    return {**x, "gamma": gamma.to(dtype), "beta": beta.to(dtype), "eps": p.get("eps", 1e-5)}
 
 
 def on_device(case, inputs):
-    """Error cases spoil one argument, on the device, where the op will see it."""
+    """A tiled case's x is built here, on the device; error cases spoil one argument, where the
+    op will see it."""
+    if "tile" in inputs:
+        inputs["x"] = tiled_rows(inputs["tile"], inputs["rows"])
     return spoil(case, inputs)
 
 
 def _forward(ext, inputs):
-    return ext.forward(inputs["x"], inputs["gamma"], inputs["beta"], inputs["eps"])
+    outputs = ext.forward(inputs["x"], inputs["gamma"], inputs["beta"], inputs["eps"])
+    return last_of(outputs) if "tile" in inputs else outputs  # a tiled case's last rows, not 8 GiB
+
+
+def _x64(inputs):
+    """x in float64; a tiled case's last rows, rebuilt from its tile."""
+    return last_rows(inputs["tile"], inputs["rows"]) if "tile" in inputs else inputs["x"].double()
+
+
+def _dtypes(inputs):
+    return (inputs["tile" if "tile" in inputs else "x"].dtype,) * 3  # mean, rstd: x's dtype
+
+
+def _slips(name, inputs):
+    """The usual slips' outputs; none for a tiled case, whose x is never whole on the host."""
+    return {} if "tile" in inputs else forward_slips(name, inputs)
 
 
 def _reference(inputs):
-    return layer_norm64(inputs["x"].double(), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"])
+    return layer_norm64(_x64(inputs), inputs["gamma"].double(), inputs["beta"].double(), inputs["eps"])
 
 
 def _tolerance(inputs):
-    x = inputs["x"].double()
-    atol, rtol = TOLERANCES[inputs["x"].dtype]
+    x = _x64(inputs)
+    dtype = _dtypes(inputs)[0]
+    atol, rtol = TOLERANCES[dtype]
     condition = 0.0
     if x.numel() and x.shape[1] > 1:
         condition = (x.mean(dim=1).abs() / x.std(dim=1).clamp_min(1e-30)).max().item()
-    eps = torch.finfo(inputs["x"].dtype).eps
+    eps = torch.finfo(dtype).eps
     return {"y": (atol + Y_ROUNDINGS * eps * condition, rtol), "mean": (atol, rtol),
-            "rstd": (0.0, RSTD_RTOL[inputs["x"].dtype] + RSTD_ROUNDINGS * eps * condition)}
+            "rstd": (0.0, RSTD_RTOL[dtype] + RSTD_ROUNDINGS * eps * condition)}
 
 
-OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, dtypes_like("x", 3), _tolerance,  # mean, rstd: x's dtype
-                     diagnose=model_reading(forward_slips, _reference, FORWARD_OUTPUTS, _tolerance))}
+OPS = {"forward": Op(_forward, _reference, FORWARD_OUTPUTS, _dtypes, _tolerance,
+                     diagnose=model_reading(_slips, _reference, FORWARD_OUTPUTS, _tolerance))}
 
 # What the op runs of the code students write ("file, function", as its TODO line names it), by
 # path: a public test runs as soon as its own are written (course/todos.py), so the CPU tests

@@ -29,7 +29,7 @@ CASES = [
     Case("cpu_own_code", "cpu_backward", "cpu", 1.0, dict(op="backward", shape=(64, 256)), checks=(OWN_KERNEL,)),
     Case("cuda_own_kernel", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(64, 256)), checks=(OWN_KERNEL,)),
     Case("cuda_bwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_backward", dtype=torch.float16),
-         hint=HINTS["overflow"], timeout=120.0),
+         hint=HINTS["overflow"], timeout=120.0, gpu_bytes=OVERFLOW_GPU_BYTES),
     _error("error_x_integer", ("x",), x=lambda t: t.round().to(torch.int32)),
     _error("error_x_zero_dim", ("x",), x=lambda t: t[0, 0]),
     _error("error_normalized_shape_mismatch", ("normalized_shape",), normalized_shape=lambda d: d + 1),

@@ -33,6 +33,7 @@ from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENT
                                       forward_dtypes, forward_tolerance, layer_norm64, max_abs, random_affine,
                                       random_dy, random_x, saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
+from ..common.tiled_rows import LAST_ROWS, TILE_ROWS, last_of, last_rows, random_tile, row_offsets, tiled_rows
 
 UNIT = "day04_layernorm_edge_cases"
 FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward",
@@ -41,25 +42,20 @@ FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_la
 
 # The 32-bit overflow case: 32769 rows of 65536 fp16 = 4 GiB, and row 32768 starts at element
 # 2^31. The parent sends a small tile; the GPU repeats it with a per-row offset (so that a read
-# from any other row shows), and only the last rows come back.
-OVERFLOW_ROWS, OVERFLOW_COLS, TILE_ROWS, LAST_ROWS = 32769, 65536, 37, 3
-
-
-def _row_offsets(rows, device="cpu"):
-    """Row r of the overflow case is tile row r % TILE_ROWS plus (r % 13) / 64: multiples of
-    1/64 below 1.25, exact in fp16, so the GPU's tensor and the parent's rows agree bit for bit."""
-    return (torch.arange(rows, device=device) % 13).double() / 64
+# from any other row shows), and only the last rows come back (common/tiled_rows.py). The GPU
+# holds x and an output of its size: 8 GiB.
+OVERFLOW_ROWS, OVERFLOW_COLS = 32769, 65536
+OVERFLOW_GPU_BYTES = 2 * OVERFLOW_ROWS * OVERFLOW_COLS * 2
 
 
 def _overflow_inputs(inputs, generator):
-    # multiples of 1/64 in [-1, 1): exact in fp16 with any row offset added, and small enough
-    # that dgamma, a sum over 32769 rows (dy = x), stays well below fp16's largest, 65504
-    tile = torch.randint(-64, 64, (TILE_ROWS, OVERFLOW_COLS), generator=generator) / 64
+    # small enough that dgamma, a sum over 32769 rows (dy = x), stays well below fp16's largest, 65504
+    tile = random_tile(OVERFLOW_COLS, generator)
     inputs.update(tile=tile.to(torch.float16), rows=OVERFLOW_ROWS)
     if inputs["op"] == "overflow_backward":  # the statistics forward would save, so that backward alone is judged
         owner = torch.arange(OVERFLOW_ROWS) % TILE_ROWS
         tile_mean, tile_rstd = statistics(tile.double())
-        inputs["mean"] = (tile_mean[owner] + _row_offsets(OVERFLOW_ROWS)).float()
+        inputs["mean"] = (tile_mean[owner] + row_offsets(OVERFLOW_ROWS)).float()
         inputs["rstd"] = tile_rstd[owner].float()
     return inputs
 
@@ -91,10 +87,7 @@ def on_device(case, inputs):
     on the device, where the op will see them."""
     p = case.params
     if p["op"].startswith("overflow"):
-        tile, rows = inputs["tile"], inputs["rows"]
-        x = tile.repeat(-(-rows // TILE_ROWS), 1)[:rows]  # row r holds tile row r % TILE_ROWS
-        x += _row_offsets(rows, x.device)[:, None].to(x.dtype)  # in place: one 4 GiB tensor, not two
-        inputs["x"] = x
+        inputs["x"] = tiled_rows(inputs["tile"], inputs["rows"])
     for name in p.get("strided", ()):
         inputs[name] = LAYOUTS[p["layout"]](inputs[name])
     return spoil(case, inputs)
@@ -131,8 +124,7 @@ def _no_affine(ext, inputs):
 
 
 def _overflow_forward(ext, inputs):
-    y, mean, rstd = _forward(ext, inputs)
-    return y[-LAST_ROWS:].clone(), mean[-LAST_ROWS:].clone(), rstd[-LAST_ROWS:].clone()
+    return last_of(_forward(ext, inputs))
 
 
 def _overflow_backward(ext, inputs):
@@ -145,8 +137,7 @@ def _overflow_backward(ext, inputs):
 
 def _last_rows(inputs):
     """The overflow case's last rows in float64, rebuilt from the tile."""
-    rows = torch.arange(inputs["rows"] - LAST_ROWS, inputs["rows"])
-    return inputs["tile"].double()[rows % TILE_ROWS] + _row_offsets(inputs["rows"])[rows, None]
+    return last_rows(inputs["tile"], inputs["rows"])
 
 
 def _overflow_param_sums(inputs):
@@ -157,7 +148,7 @@ def _overflow_param_sums(inputs):
     tile = inputs["tile"].double()
     owner = torch.arange(inputs["rows"]) % TILE_ROWS
     count = torch.bincount(owner, minlength=TILE_ROWS).double()[:, None]
-    offsets = torch.bincount(owner, weights=_row_offsets(inputs["rows"]), minlength=TILE_ROWS)[:, None]
+    offsets = torch.bincount(owner, weights=row_offsets(inputs["rows"]), minlength=TILE_ROWS)[:, None]
     mean, rstd = statistics(tile)
     xhat = (tile - mean[:, None]) * rstd[:, None]
     row_sums = count * tile + offsets
@@ -322,7 +313,7 @@ CASES = [
     Case("cuda_bwd_current_stream", "cuda_backward", "cuda", 1.0, dict(op="backward", shape=(512, 1024)),
          checks=(SIDE_STREAM,), hint=STREAM_HINT),
     Case("cuda_fwd_overflow", "cuda_overflow", "cuda", 2.0, dict(op="overflow_forward", dtype=torch.float16),
-         hint=HINTS["overflow"], timeout=120.0),
+         hint=HINTS["overflow"], timeout=120.0, gpu_bytes=OVERFLOW_GPU_BYTES),
     _error("error_gamma_shape", ("gamma",), gamma=lambda t: t[:-1]),
     _error("error_eps_zero", ("eps",), eps=lambda e: 0.0),
 ]
