@@ -8,8 +8,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from autograder.result_schema import result_problem, timing_problem
-from autograder.timed_kernels import own_code_at_timed_size
-from course.cases import Case
+from autograder.timed_kernels import own_code_at_timed_size, profiled_case
+from course.cases import OWN_KERNEL, Case
 from course.judge import Verdict, judge
 
 
@@ -20,11 +20,13 @@ def judge_group(
     outcomes: dict[int, dict | str],
     baselines: dict[int, dict | str],
     own_kernels: frozenset[str],
+    hidden: tuple[str, ...] = (),
 ) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
-    cases, their baselines' (torch's op and the reference, timed apart)."""
+    cases, their baselines' (torch's op and the reference, timed apart). `hidden`: what the
+    submission's sources name that hides calls from the own-code check (autograder/hidden_calls.py)."""
     return {
-        index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels)
+        index: verdict(spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels, hidden)
         for index, case in cases
     }
 
@@ -36,6 +38,7 @@ def verdict(
     outcome: dict | str,
     baseline: dict | str | None,
     own_kernels: frozenset[str],
+    hidden: tuple[str, ...] = (),
 ) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
     if not isinstance(outcome, dict):
@@ -49,6 +52,20 @@ def verdict(
         if problem:
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
-        return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels)
+        return _unless_hidden(case, own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels), hidden)
     except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
+
+
+def _unless_hidden(case: Case, found: Verdict, hidden: tuple[str, ...]) -> Verdict:
+    """`found`, failed where it vouches for the op's own code (an own-code case, a GPU perf case's
+    call at the timed size) and the sources name a way to hide PyTorch's calls from its observers."""
+    own_code = OWN_KERNEL in case.checks or profiled_case(case) is not None
+    if not (found.passed and own_code and hidden):
+        return found
+    lines = "\n".join(f"  {line}" for line in hidden[:3])
+    message = (
+        "your sources name calls that hide PyTorch's work from this check (or ask whether it watches), "
+        f"so it cannot vouch for your own code; remove them:\n{lines}"
+    )
+    return Verdict(False, message, 0.0 if case.kind == "perf" else None, found.measurements)

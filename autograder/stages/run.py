@@ -71,7 +71,8 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
             verdicts.update(found)
             sanitizer_seconds.update(seconds)
         else:
-            verdicts.update(_tested(plan.spec, group, ready, runner, grading, own_kernels, timings))
+            found = _tested(plan.spec, group, ready, runner, grading, own_kernels, timings, build.hidden_calls)
+            verdicts.update(found)
     timings["tests_s"] = time.perf_counter() - start
     _count_children(runner, grading, timings)
     return Ran(verdicts, {**runner.case_seconds, **sanitizer_seconds})
@@ -100,6 +101,7 @@ def _tested(
     grading: Grading,
     own_kernels: frozenset[str],
     timings: dict[str, float],
+    hidden: tuple[str, ...],
 ) -> dict[int, Verdict]:
     with _adding_seconds(timings, "inputs_s"):
         input_sets = input_sets_of(spec, ready, grading.seed)
@@ -108,7 +110,7 @@ def _tested(
     with _adding_seconds(timings, "runs_s"):
         outcomes = runner.run(group.name, group.device, ready, input_sets)
     with _adding_seconds(timings, "judging_s"):
-        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels)
+        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, hidden)
 
 
 def _sanitized(
