@@ -40,7 +40,7 @@ HIDING = (
     (
         "asks whether a profiler or a dispatch mode watches it",
         re.compile(
-            r"\b_?(is_)?profiler_?[eE]nabled\b|\bprofilerEnabled\b|\bisRecordFunctionEnabled\b"
+            r"\b_?(is_)?profiler_?[eE]nabled\b|\bprofilerEnabled\b|\bhas(ThreadLocal|Global)?Callbacks\b"
             r"|\b_get_current_dispatch_mode\w*|\b_len_torch_dispatch_stack\b|\bis_in_torch_dispatch_mode\b"
         ),
     ),
@@ -55,14 +55,14 @@ HIDING = (
 )
 
 
-def hiding_problem(text: str) -> str:
-    """What the first line of `text` that names a hiding call does, or ''."""
-    for number, line in enumerate(text.splitlines(), 1):
-        for what, pattern in HIDING:
-            found = pattern.search(line)
-            if found:
-                return f"line {number} names {found.group(0).strip()!r}, which {what}"
-    return ""
+def hiding_problems(text: str) -> list[str]:
+    """Each line of `text` that names a hiding call: where, the name, and what it does."""
+    return [
+        f"line {number} names {found.group(0).strip()!r}, which {what}"
+        for number, line in enumerate(text.splitlines(), 1)
+        for what, pattern in HIDING
+        if (found := pattern.search(line))
+    ]
 
 
 def hidden_calls(source_dir: str) -> tuple[str, ...]:
@@ -77,7 +77,5 @@ def hidden_calls(source_dir: str) -> tuple[str, ...]:
                 continue
             with open_regular(path) as handle:
                 text = handle.read(MAX_SOURCE_BYTES).decode(errors="replace")
-            problem = hiding_problem(text)
-            if problem:
-                found.append(f"{os.path.relpath(path, source_dir)}, {problem}")
+            found += [f"{os.path.relpath(path, source_dir)}, {problem}" for problem in hiding_problems(text)]
     return tuple(found)

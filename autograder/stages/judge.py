@@ -1,7 +1,8 @@
 """Judge: the verdicts on a group's raw results, taken in the grader's process, which never
 loads student code. A result is first checked to be well formed (autograder/result_schema.py),
 then judged (course/judge.py), then, for a perf case, checked to have run the student's own
-kernels at the timed size (autograder/timed_kernels.py)."""
+kernels at the timed size (autograder/timed_kernels.py); an own-code verdict last against what
+the submission's sources name (autograder/hidden_calls.py)."""
 
 from __future__ import annotations
 
