@@ -115,7 +115,10 @@ def ops_problem(spec, op_name: str | None, profiled, seen) -> str:
             "yourself: an op may call PyTorch only to allocate, fill, view, copy or convert tensors"
         )
     if not profiled_ops or (seen is not None and not seen_ops):
-        return "the op's call showed no PyTorch op at all, not even the allocation of its outputs: it was hidden"
+        return (
+            "the op's call showed no PyTorch op at all, not even the allocation of its outputs: it returned "
+            "tensors kept from an earlier call, or its work was hidden from the profiler"
+        )
     unprofiled = sorted(seen_ops - profiled_ops)
     if unprofiled:
         return (
