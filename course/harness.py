@@ -189,12 +189,13 @@ class _OpsSeen(TorchDispatchMode):
         # An operator of the submission's own (torch.library): the mode stays on while its kernel
         # runs, which would otherwise run with the mode off, its ATen calls unseen.
         with self:
-            return func._op_dk(kernel, *args, **(kwargs or {}))
+            return func.redispatch(torch._C.DispatchKeySet(kernel), *args, **(kwargs or {}))
 
 
 def _backend_kernel(func, args, kwargs):
     """The dispatch key of the kernel an operator outside PyTorch's namespaces runs for its
-    tensors' device, where it has one; None for PyTorch's own operators."""
+    tensors' device, where it has one (its own, or one for every device); None for PyTorch's own
+    operators."""
     if func.namespace in ("aten", "prims"):
         return None
     tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]

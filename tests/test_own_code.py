@@ -40,13 +40,22 @@ def test_the_observers_must_agree_and_see_something():
 
 
 def test_the_dispatch_mode_sees_inside_an_operator_of_the_submissions():
+    """As day07 and day09 register theirs: a kernel for the CPU alone, and torch.library.custom_op's
+    (one for every device, here writing an input in place)."""
     library = torch.library.Library("own_code_toy", "DEF")
     library.define("scale(Tensor x) -> Tensor")
     library.impl("scale", lambda x: x.mul(2), "CPU")
-    x = torch.randn(5)
+
+    @torch.library.custom_op("own_code_toy::shift", mutates_args=("residual",))
+    def shift(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        residual.add_(x)
+        return x.neg()
+
+    x, residual = torch.randn(5), torch.zeros(5)
     with _OpsSeen() as seen:
-        y = torch.ops.own_code_toy.scale(x)
-    assert torch.equal(y, 2 * x) and {"own_code_toy::scale", "aten::mul"} <= seen.names
+        y, z = torch.ops.own_code_toy.scale(x), shift(x, residual)
+    assert torch.equal(y, 2 * x) and torch.equal(z, -x) and torch.equal(residual, x)
+    assert {"own_code_toy::scale", "aten::mul", "own_code_toy::shift", "aten::add_", "aten::neg"} <= seen.names
 
 
 @pytest.mark.parametrize(
