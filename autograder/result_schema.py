@@ -101,8 +101,10 @@ def timing_problem(result, key: str = "timing") -> str:
     return ""
 
 
-def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
-    """'' when `result` holds everything the judge reads for `case`; else what is wrong."""
+def result_problem(spec, case: Case, input_sets: list[dict], result, watched: bool = True) -> str:
+    """'' when `result` holds everything the judge reads for `case`; else what is wrong.
+    `watched`: an own-code case's call was also watched by a dispatch mode ("ops_seen"), as
+    every values case's is; a perf case's profiled call is not."""
     if not isinstance(result, dict):
         return f"the result is a {type(result).__name__}, not a dict"
     if "exception" in result:
@@ -130,6 +132,8 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
         problem = next(filter(None, (_tensor_problem(f"input {k}", after[k]) for k in names)), "")
     if not problem and OWN_KERNEL in case.checks:
         problem = _strings_problem("the profiled ops", result.get("ops"))
+        if not problem and watched:
+            problem = _strings_problem("the ops the dispatch mode saw", result.get("ops_seen"))
         if not problem and case.device.startswith("cuda"):
             problem = _strings_problem("the profiled kernels", result.get("kernels"))
     return problem
@@ -138,7 +142,7 @@ def result_problem(spec, case: Case, input_sets: list[dict], result) -> str:
 def profiled_run_problem(spec, case: Case, input_sets: list[dict], result) -> str:
     """result_problem of a perf case's profiled call at the timed size (autograder/timed_kernels.py,
     profiled_run: `case` is its profiled_case), which also holds the GPU's busy time in ms."""
-    problem = result_problem(spec, case, input_sets, result)
+    problem = result_problem(spec, case, input_sets, result, watched=False)
     if problem or "exception" in result:
         return problem
     busy = result.get("busy_ms")

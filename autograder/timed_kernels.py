@@ -3,7 +3,7 @@
 Values cases check on small inputs that the op runs code of its own; an op could still hand
 the sizes it is timed at to PyTorch. The child runs the perf case's op once more on its first
 input set under the profiler, and the perf points need a kernel of the student's own and no
-forbidden op in that call.
+PyTorch op outside course/own_code.py's list in that call.
 
 An op can also tell the profiler's calls from the timed ones (c01 in docs/security.md: its own
 kernel while the profiler is on, PyTorch's op while it is off). The profiled call therefore
@@ -165,7 +165,7 @@ def _observed_problem(spec, profiled: Case, input_sets: list[dict], observed, ow
 def _profiled_call_problem(spec, profiled: Case, input_sets: list[dict], run: dict, own_kernels: frozenset[str]) -> str:
     """'' if both calls of profiled_run answered right and the profiled one ran code of its own."""
     # At the size it is timed at, an op may let PyTorch help (day09's autograd reference sums
-    # partial dweights with torch); what must hold there is no forbidden op and a kernel of its own.
+    # partial dweights with torch); what must hold there is no op outside the allowlist and a kernel of its own.
     run = {
         **run,
         "kernels": [

@@ -34,7 +34,7 @@ POISON = "poison"  # outputs' memory is pre-filled with NaN: every element must 
 SIDE_STREAM = "side_stream"  # run on a non-default stream whose inputs arrive late
 ROTATED = "rotated"  # called again on new values in the same buffers: no cached results
 INPUTS_UNCHANGED = "inputs_unchanged"
-OWN_KERNEL = "own_kernel"  # the profiler must show no forbidden aten op, and a kernel of the student's own
+OWN_KERNEL = "own_kernel"  # no PyTorch op but course/own_code.py's, and on a GPU a kernel of the student's own
 
 # A 16-bit values case is judged on several draws of its inputs: a rounding mistake that one
 # draw hides (a tie, a lucky cancellation) must not make a grade depend on the seed. Cases

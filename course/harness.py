@@ -187,7 +187,28 @@ class _OpsSeen(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.names.add(func._schema.name)
-        return func(*args, **(kwargs or {}))
+        kernel = _backend_kernel(func, args, kwargs)
+        if kernel is None:
+            return func(*args, **(kwargs or {}))
+        # An operator of the submission's own (torch.library): the mode stays on while its kernel
+        # runs, which would otherwise run with the mode off, its ATen calls unseen.
+        with self:
+            return func.redispatch(torch._C.DispatchKeySet(kernel), *args, **(kwargs or {}))
+
+
+def _backend_kernel(func, args, kwargs):
+    """The dispatch key of the kernel an operator outside PyTorch's namespaces runs for its
+    tensors' device, where it has one (its own, or one for every device); None for PyTorch's own
+    operators."""
+    if func.namespace in ("aten", "prims"):
+        return None
+    tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+    if not tensors:
+        return None
+    name = torch._C._dispatch_key_for_device(tensors[0].device.type)
+    key = getattr(torch._C.DispatchKey, name, None)
+    has = key is not None and torch._C._dispatch_has_computed_kernel_for_dispatch_key(func.name(), name)
+    return key if has else None
 
 
 @contextlib.contextmanager
@@ -326,7 +347,8 @@ def _values_calls(spec, ext, case: Case, input_sets: list[dict]) -> dict:
             _poison_allocator(metas, device)
         if profiled_here:
             profiled = profile(spec, ext, buffers, device)  # the last set's judged call
-            result["ops"] = sorted(set(profiled.ops) | seen.names)
+            # Apart, for the judge to compare: an op that behaves differently under each shows there.
+            result["ops"], result["ops_seen"] = profiled.ops, sorted(seen.names)
             result["kernels"], got = profiled.kernels, _as_tuple(profiled.outputs)
         else:
             got = _as_tuple(call(spec, ext, buffers))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from course import hints, kernel_names
+from course import hints, kernel_names, own_code
 from course.bench import Timing
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, ROTATED, Case
 from course.ops import op_for
@@ -137,14 +137,14 @@ def _other_arguments_named(case: Case, message: str) -> str:
     return ""
 
 
-def _own_kernel_problem(spec, case: Case, result: dict, own_kernels: frozenset[str] | None) -> str:
-    """'' when the op computed with code of its own: no forbidden ATen op, and on a GPU no
-    compute kernel of PyTorch's (copies and fills are allowed) and a kernel that the
-    submission's own files define (`own_kernels`; None where they are not known: then any
-    kernel that is neither PyTorch's nor a driver copy counts)."""
-    called = sorted(set(result.get("ops", ())) & set(spec.FORBIDDEN_OPS))
+def _own_kernel_problem(spec, case: Case, inputs: dict, result: dict, own_kernels: frozenset[str] | None) -> str:
+    """'' when the op computed with code of its own: no PyTorch op but those it may call
+    (course.own_code), and on a GPU no compute kernel of PyTorch's (copies and fills are
+    allowed) and a kernel that the submission's own files define (`own_kernels`; None where they
+    are not known: then any kernel that is neither PyTorch's nor a driver copy counts)."""
+    called = own_code.ops_problem(spec, inputs.get("op"), result.get("ops", ()), result.get("ops_seen"))
     if called:
-        return f"the op called {', '.join(called)}: write the computation yourself"
+        return called
     if not case.device.startswith("cuda"):
         return ""
     kernels = list(result.get("kernels", ()))
@@ -481,7 +481,7 @@ def judge(
         if changed:  # the case's hint is about its values, which were right
             return Verdict(False, "\n".join(changed))
     if OWN_KERNEL in case.checks and not problems:
-        problem = _own_kernel_problem(spec, case, result, own_kernels)
+        problem = _own_kernel_problem(spec, case, input_sets[-1], result, own_kernels)
         if problem:
             problems.append(problem)
     if problems:

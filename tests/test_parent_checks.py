@@ -44,7 +44,7 @@ def _honest(case_name: str) -> tuple:
     result = {"outputs": [tuple(t.to(inputs["x"].dtype) for t in out) for out, inputs in zip(outputs, input_sets)]}
     result["output_devices"] = [(case.device,) for _ in input_sets]
     result["inputs_after"] = {k: v for k, v in input_sets[-1].items() if isinstance(v, torch.Tensor)}
-    result["ops"], result["kernels"] = [], []
+    result["ops"], result["ops_seen"], result["kernels"] = ["aten::empty"], ["aten::empty"], []
     return case, input_sets, with_fresh_call_data(case, result)
 
 
@@ -70,6 +70,7 @@ def _honest(case_name: str) -> tuple:
         ("cpu_fp64_small", lambda r: {**r, "output_devices": [(0,), ("cpu",)]}, "devices of output set 0"),
         ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops"}, "profiled ops"),
         ("cpu_own_code", lambda r: {**r, "ops": [1, 2]}, "profiled ops"),
+        ("cpu_own_code", lambda r: {k: v for k, v in r.items() if k != "ops_seen"}, "dispatch mode saw"),
         ("error_bias_shape", lambda r: {"error": "RuntimeError"}, "neither None nor"),
         ("cpu_fp64_small", lambda r: ["a", "list"], "not a dict"),
         ("cpu_fp64_small", lambda r: {"exception": 42}, "not text"),
@@ -432,7 +433,7 @@ _OWN_FORWARD = "void layernorm_forward_warp<float>(float const*, float const*, f
 def _checked_at_timed_size(
     timed_ms: float = 0.06,
     busy_ms=0.05,
-    ops=(),
+    ops=("aten::empty",),
     kernels=(_OWN_FORWARD,),
     wrong_when_profiled: bool = False,
     outcome: dict | None = None,

@@ -35,8 +35,6 @@ import torch
 from course.cases import Case
 from course.ops import Op
 
-FORBIDDEN_OPS = ()
-
 
 def make_inputs(case, generator):
     rows, cols = case.params["shape"]

@@ -45,8 +45,6 @@ import torch
 from course.cases import Case
 from course.ops import Op
 
-FORBIDDEN_OPS = ()
-
 
 def make_inputs(case, generator):
     return {{"x": torch.randn(case.params["n"], generator=generator).to(torch.{dtype})}}

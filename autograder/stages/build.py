@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
+from autograder.hidden_calls import hidden_calls
 from autograder.results import TestResult
 from autograder.sandbox import CPUS, Limits, python_command
 from autograder.stages.grading import Grading
@@ -28,11 +29,12 @@ class Build:
     folder: str  # its sandbox folder, which the test processes share
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)  # the notebook's written answers
+    hidden_calls: tuple[str, ...] = ()  # autograder/hidden_calls.py, read before the build ran
 
 
 def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     test = TestResult("build", 1.0, False, sources.problem, visibility="visible", tags=("build",))
-    failed = Build(test, None, sources.folder, sources.source_dir, sources.answers)
+    failed = Build(test, None, sources.folder, sources.source_dir, sources.answers, sources.hidden_calls)
     if sources.problem:
         return failed
     unit, box, build_dir = grading.unit, sources.folder, os.path.join(sources.folder, "build")
@@ -66,7 +68,7 @@ def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     test.passed, test.output = True, DONE[unit.build]
     if built.library and libstdcxx_problem(built.library):  # the children would crash on it
         test.output += "\n" + libstdcxx_problem(built.library)
-    return Build(test, built, box, sources.source_dir, sources.answers)
+    return Build(test, built, box, sources.source_dir, sources.answers, sources.hidden_calls)
 
 
 def keep_build(folder: str, build: Build, grading: Grading) -> None:
@@ -85,4 +87,5 @@ def first_step_build(folder: str, grading: Grading) -> Build | None:
     box, load = stored.copy_into(grading.sandbox.folder(grading.folder, "prebuilt."))
     grading.sandbox.give(box)
     test = TestResult("build", 1.0, True, "built in the grading's first step", visibility="visible", tags=("build",))
-    return Build(test, Built(**load["built"]), box, load["source_dir"])
+    # The sources as the first step's build left them: a package's setup.py could have changed its own.
+    return Build(test, Built(**load["built"]), box, load["source_dir"], hidden_calls=hidden_calls(load["source_dir"]))

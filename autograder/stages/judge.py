@@ -1,7 +1,8 @@
 """Judge: the verdicts on a group's raw results, taken in the grader's process, which never
 loads student code. A result is first checked to be well formed (autograder/result_schema.py),
 then judged (course/judge.py), then, for a perf case, checked to have run the student's own
-kernels at the timed size (autograder/timed_kernels.py)."""
+kernels at the timed size (autograder/timed_kernels.py); an own-code verdict last against what
+the submission's sources name (autograder/hidden_calls.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from types import ModuleType
 
 from autograder.observer.verdict import OwnKernels
 from autograder.result_schema import result_problem, timing_problem
-from autograder.timed_kernels import own_code_at_timed_size
-from course.cases import Case
+from autograder.timed_kernels import own_code_at_timed_size, profiled_case
+from course.cases import OWN_KERNEL, Case
 from course.judge import Verdict, judge
 
 
@@ -23,14 +24,24 @@ def judge_group(
     own_kernels: frozenset[str],
     observed: dict | None = None,
     own: OwnKernels | None = None,
+    hidden: tuple[str, ...] = (),
 ) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
     cases, their baselines' (torch's op and the reference, timed apart) and their runs under the
-    observer (`observed`, with `own`: autograder/observer/)."""
+    observer (`observed`, with `own`: autograder/observer/). `hidden`: what the submission's
+    sources name that hides calls from the own-code check (autograder/hidden_calls.py)."""
     observed = observed or {}
     return {
         index: verdict(
-            spec, case, input_sets[index], outcomes[index], baselines.get(index), own_kernels, observed.get(index), own
+            spec,
+            case,
+            input_sets[index],
+            outcomes[index],
+            baselines.get(index),
+            own_kernels,
+            observed.get(index),
+            own,
+            hidden,
         )
         for index, case in cases
     }
@@ -45,6 +56,7 @@ def verdict(
     own_kernels: frozenset[str],
     observed=None,
     own: OwnKernels | None = None,
+    hidden: tuple[str, ...] = (),
 ) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
     if not isinstance(outcome, dict):
@@ -58,6 +70,21 @@ def verdict(
         if problem:
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
-        return own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels, observed, own)
+        judged = own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels, observed, own)
+        return _unless_hidden(case, judged, hidden)
     except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
+
+
+def _unless_hidden(case: Case, found: Verdict, hidden: tuple[str, ...]) -> Verdict:
+    """`found`, failed where it vouches for the op's own code (an own-code case, a GPU perf case's
+    call at the timed size) and the sources name a way to hide PyTorch's calls from its observers."""
+    own_code = OWN_KERNEL in case.checks or profiled_case(case) is not None
+    if not (found.passed and own_code and hidden):
+        return found
+    lines = "\n".join(f"  {line}" for line in hidden[:3])
+    message = (
+        "your sources name calls that hide PyTorch's work from this check (or ask whether it watches), "
+        f"so it cannot vouch for your own code; remove them:\n{lines}"
+    )
+    return Verdict(False, message, 0.0 if case.kind == "perf" else None, found.measurements)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from autograder.hidden_calls import hidden_calls
 from autograder.stages.answers import kept_answers
 from autograder.stages.grading import Grading
 from autograder.submission import SubmissionError, materialize
@@ -17,6 +18,7 @@ class Sources:
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why there is nothing to build; "" where there is
+    hidden_calls: tuple[str, ...] = ()  # what its sources name that hides calls from the own-code check
 
 
 def read_submission(submission: str, grading: Grading) -> Sources:
@@ -27,4 +29,5 @@ def read_submission(submission: str, grading: Grading) -> Sources:
     except (SubmissionError, OSError) as error:
         return Sources(box, source_dir, problem=f"the submission could not be read: {error}")
     problem = "missing from the submission: " + ", ".join(missing) if missing else ""
-    return Sources(box, source_dir, kept_answers(grading.unit, answers), problem)
+    # Read before the build, which may run the submission's code (a package's setup.py).
+    return Sources(box, source_dir, kept_answers(grading.unit, answers), problem, hidden_calls(source_dir))

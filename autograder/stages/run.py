@@ -76,7 +76,8 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
             sanitizer_seconds.update(seconds)
         else:
             observing = _observing(student, build, grading)
-            verdicts.update(_tested(plan.spec, group, ready, runner, grading, (own_kernels, own, observing), timings))
+            kernels = (own_kernels, own, observing)
+            verdicts.update(_tested(plan.spec, group, ready, runner, grading, kernels, timings, build.hidden_calls))
     timings["tests_s"] = time.perf_counter() - start
     _count_children(runner, grading, timings)
     return Ran(verdicts, {**runner.case_seconds, **sanitizer_seconds})
@@ -105,6 +106,7 @@ def _tested(
     grading: Grading,
     kernels: tuple,
     timings: dict[str, float],
+    hidden: tuple[str, ...],
 ) -> dict[int, Verdict]:
     """kernels: (the identifiers the child's profile is judged by, OwnKernels for the observer,
     the observed child's GroupRunner arguments)."""
@@ -122,7 +124,7 @@ def _tested(
         with _adding_seconds(timings, "observed_s"):
             observed = observe_group(observing, grading.observer, group.name, group.device, observed_cases, input_sets)
     with _adding_seconds(timings, "judging_s"):
-        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own)
+        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own, hidden)
 
 
 def _observing(student: dict, build: Build, grading: Grading) -> dict:

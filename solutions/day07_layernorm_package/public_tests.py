@@ -38,7 +38,6 @@ from ..common.layouts import LAYOUTS, misaligned
 
 UNIT = "day07_layernorm_package"
 PACKAGE = "fast_layernorm"
-FORBIDDEN_OPS = ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward")
 MEMORY_CALLS = 1000
 
 

@@ -29,7 +29,11 @@ from course.ops import Op, flag, gradients
 from ..common.error_cases import error_case, spoil
 
 UNIT = "day09_rmsnorm_int8"
-FORBIDDEN_OPS = ("aten::rms_norm", "aten::_fused_rms_norm", "aten::round", "aten::amax", "aten::abs")
+# PyTorch ops an op may call beyond course.own_code's structural ones, by op: rmsnorm_triton.py's
+# backward sums its kernel's partial dweight rows (one per program, at most the GPU's resident
+# programs) with torch, a small share of the call's work that the CUDA backend does in a kernel.
+# The perf case times that path; no own-code case runs it.
+OWN_CODE_OPS = {"perf_autograd": ("aten::sum",)}
 SHORT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
 EXACT_SHARE = 0.999
 
