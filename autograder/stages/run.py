@@ -128,7 +128,8 @@ def _tested(
 
 
 def _observing(student: dict, build: Build, grading: Grading) -> dict:
-    """The observed child's GroupRunner arguments: the student's build, as its perf child loads it."""
+    """The GroupRunner arguments of a child that loads the student's build, as its perf child
+    does: the observed child's, and (without the cases' time limit) the sanitizer's."""
     return dict(
         load=student,
         sandbox=grading.sandbox,
@@ -149,15 +150,8 @@ def _sanitized(
     grading: Grading,
     own_kernels: frozenset[str],
 ) -> tuple[dict[int, Verdict], dict[int, float]]:
-    runner_args = dict(
-        load=student,
-        sandbox=grading.sandbox,
-        work=grading.folder,
-        env=grading.env,
-        deadline=grading.deadline,
-        shared=(build.folder,),
-        gpu_lock=grading.gpu_lock,
-    )
+    # A run under a sanitizer is many times slower: the cases' own time limits do not hold there.
+    runner_args = {k: v for k, v in _observing(student, build, grading).items() if k != "case_timeout"}
     return sanitized_verdicts(
         spec,
         ready,
