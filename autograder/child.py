@@ -3,9 +3,9 @@
     python -m autograder.child GROUP_DIR
 
 GROUP_DIR/request.json says which suite to import and what to load; the runner then hands
-over the cases one at a time (autograder/runner.py, GroupFiles). It imports the unit's public suite, for the ops'
-calls: each case comes as data beside its inputs, and the hidden suite is never imported
-here. With no build in the request, the child loads no student code: it times torch's own
+over the cases one at a time (autograder/runner.py, GroupFiles). It imports the unit's public
+suite, for the ops' calls: each case comes as data beside its inputs, and the hidden suite is
+never imported here. With no build in the request, the child loads no student code: it times torch's own
 op for perf cases, and the course's reference solution when the request names its build
 (autograder/reference.py).
 """
