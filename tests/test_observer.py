@@ -185,7 +185,8 @@ def _verdict_with(timed_ms: float, observed: Observed):
 
     spec, case, inputs, outputs = _small_perf_case()
     run = {"outputs": [outputs, outputs], "output_devices": [("cuda:0",) * 3] * 2}
-    profiled = {**run, "ops": [], "kernels": [DEMANGLED[OWN]], "busy_ms": 0.05}
+    ops = ["aten::empty_like"]  # every honest call allocates its outputs
+    profiled = {**run, "ops": ops, "ops_seen": ops, "kernels": [DEMANGLED[OWN]], "busy_ms": 0.05}
     outcome = {"timing": {"median_ms": timed_ms, "spread": 0.01, "reps": 50}, "own_kernel": profiled}
     if observed.outcome == {}:
         observed = dataclasses.replace(observed, outcome=run)
