@@ -90,7 +90,7 @@ def triton_kernels(path: str) -> set[str]:
     return found
 
 
-def _plain_file(path: str) -> bool:
+def plain_file(path: str) -> bool:
     """A regular file, not a link, of a size worth reading: the submission made these files."""
     try:
         status = os.lstat(path)
@@ -104,7 +104,7 @@ def defined_kernels(paths: list[str]) -> frozenset[str]:
     define. A file that cannot be read or parsed defines none."""
     found: set[str] = set()
     for path in paths:
-        if not _plain_file(path):
+        if not plain_file(path):
             continue
         try:
             if path.endswith(".so"):

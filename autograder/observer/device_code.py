@@ -15,11 +15,7 @@ and the caller falls back to the registered names.
 
 from __future__ import annotations
 
-import os
-import stat
 import struct
-
-from course.kernel_names import MAX_FILE_BYTES
 
 FATBIN_MAGIC = 0xBA55ED50
 _ELF_ENTRY = 2  # an entry's kind: 1 PTX, 2 ELF
@@ -47,15 +43,6 @@ def elf_sections(data: bytes) -> dict[str, bytes]:
         names[name : names.find(b"\0", name)].decode("ascii", "replace"): data[offset : offset + size]
         for name, offset, size in headers
     }
-
-
-def plain_file(path: str) -> bool:
-    """A regular file, not a link, of a size worth reading: the submission made these files."""
-    try:
-        status = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(status.st_mode) and status.st_size <= MAX_FILE_BYTES
 
 
 def _fatbin_entries(section: bytes):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autograder.observer.device_code import library_entries, plain_file
+from autograder.observer.device_code import library_entries
 from autograder.observer.window import LEGACY, PER_THREAD, STREAM_NAMES, Kernel, Observation
 from course import kernel_names
+from course.kernel_names import plain_file
 
 # At the size it is timed at an op may let PyTorch help, as day09's Triton backward does when it
 # sums its partial dweights with torch: kernels that are neither the submission's own nor
