@@ -354,7 +354,7 @@ def _traced(by_path):
 
 FUNCTIONS_RUN = {
     "forward": FORWARD,
-    "backward_op": {"cuda": CUDA_BACKWARD},
+    "backward_op": {"cuda": CUDA_BACKWARD, "triton": TRITON_BACKWARD},
     "autograd": AUTOGRAD,
     "autograd_no_weight": AUTOGRAD,
     "quant": QUANT,
