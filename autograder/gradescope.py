@@ -72,7 +72,8 @@ if [ -z "${{SKIP_SYSTEM_PACKAGES:-}}" ]; then  # tests install only the grader
   apt-get install -y --no-install-recommends cuda-nvcc-{cuda_dash} cuda-cudart-dev-{cuda_dash} \\
     cuda-libraries-dev-{cuda_dash}
 fi
-"$PYTHON" -m venv "$VENV"
+# GRADER_VENV_OPTIONS=--system-site-packages: an image whose Python already has this torch.
+"$PYTHON" -m venv ${{GRADER_VENV_OPTIONS:-}} "$VENV"
 # TORCH_INDEX_URL set but empty: pip's own configuration chooses where torch comes from.
 INDEX="${{TORCH_INDEX_URL-https://download.pytorch.org/whl/cu{cuda_tag}}}"
 "$VENV/bin/pip" install "torch=={torch}" ${{INDEX:+--index-url "$INDEX"}}

@@ -123,25 +123,32 @@ def turing_dtype(declared: str) -> str:
     return {torch.bfloat16: "bf16", torch.float16: "fp16"}[chosen]
 
 
-def triton_compile(folder: str, module: str, kernel: str, signature: dict, constexprs: dict, arch: int):
-    """Compile `kernel` of `module` (a file in `folder`) for sm_`arch` with Triton, no GPU needed, in
-    a process of its own: the CompletedProcess, whose last line of output is the cubin's size."""
+def triton_compile(folder: str, kernels: dict, arch: int) -> dict:
+    """Compile each of `kernels`, {(module, kernel): (signature, constexprs)} of modules in
+    `folder`, for sm_`arch` with Triton, no GPU needed, all in one process of its own (Triton's
+    import costs more than most compiles): {(module, kernel): the cubin's size, or the error}."""
+    jobs = [[module, kernel, signature, constexprs] for (module, kernel), (signature, constexprs) in kernels.items()]
     code = f"""
-import inspect
-import sys
+import importlib, inspect, json, sys, traceback
 sys.path.insert(0, {str(folder)!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import {module} as kernels
-fn, signature, constexprs = kernels.{kernel}, {signature!r}, {constexprs!r}
-if "constexprs" in inspect.signature(ASTSource).parameters:
-    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-else:  # older Triton (torch 2.4's 3.0, 2.6's 3.2) calls them constants
-    source = ASTSource(fn=fn, signature=signature, constants=constexprs)
-print(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
+named = "constexprs" if "constexprs" in inspect.signature(ASTSource).parameters else "constants"  # Triton < 3.3
+sizes = []
+for module, kernel, signature, constexprs in {jobs!r}:
+    try:
+        fn = getattr(importlib.import_module(module), kernel)
+        source = ASTSource(fn=fn, signature=signature, **{{named: constexprs}})
+        sizes.append(len(triton.compile(source, target=GPUTarget("cuda", {arch}, 32)).asm["cubin"]))
+    except Exception:
+        sizes.append(traceback.format_exc()[-3000:])
+print(json.dumps(sizes))
 """
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        return {key: result.stderr[-3000:] for key in kernels}
+    return dict(zip(kernels, json.loads(result.stdout.splitlines()[-1])))
 
 
 def with_fresh_call_data(case, result: dict) -> dict:
