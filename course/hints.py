@@ -109,7 +109,9 @@ def periodic_columns(bad: torch.Tensor, rows: int, columns: int, what: str = "wr
     return None
 
 
-def late_rows(bad: torch.Tensor, rows: int, columns: int, inputs: dict | None = None, what: str = "wrong") -> str | None:
+def late_rows(
+    bad: torch.Tensor, rows: int, columns: int, inputs: dict | None = None, what: str = "wrong"
+) -> str | None:
     """Only rows from some row on are `what`: the launch does not reach them, the row count is
     too small, or a row's offset wraps in 32 bits there."""
     if rows < 2:

@@ -5,6 +5,8 @@ line. No build: the imitations compute in float64 on the CPU what each mutant's 
 tests/test_autograder.py checks the same lines against the built mutants (the GPU-only ones
 on a GPU)."""
 
+import dataclasses
+import functools
 import math
 
 import pytest
@@ -24,12 +26,16 @@ DAYS = {
 }
 
 
-def _case(day, name):
+@functools.cache
+def _suite(day):
     unit = units.load(DAYS[day])
-    spec = unit.tests(hidden=True)
+    return unit, unit.tests(hidden=True)
+
+
+def _case(day, name):
+    unit, spec = _suite(day)
     case = next(c for c in spec.CASES if c.name == name)
-    inputs = make_input_sets(spec, case, SEED)[0]
-    return unit, spec, case, inputs
+    return unit, spec, case, make_input_sets(spec, case, SEED)[0]
 
 
 def _reading(spec, case, inputs, outputs) -> str:
@@ -155,7 +161,7 @@ def _strides_ignored(inputs):
     """The right op on every strided input read as contiguous rows from its data pointer."""
     from course.hints import as_row_major
 
-    spec = units.load(DAYS["day04"]).tests(hidden=True)
+    _, spec = _suite("day04")
     as_read = {k: as_row_major(v) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     return op_for(spec, inputs).reference(as_read)
 
@@ -194,7 +200,7 @@ def _warp_row_loop_missing(inputs):
 
 def _bytes_short(count):
     def imitation(inputs):
-        spec = units.load(DAYS["day05"]).tests(hidden=True)
+        _, spec = _suite("day05")
         return (op_for(spec, inputs).reference(inputs)[0] - count(inputs),)
 
     return imitation
@@ -304,47 +310,105 @@ def _round_half_away_from_zero(inputs):
     return away.clamp(-127, 127).reshape(q.shape), scale
 
 
-# (day, mutant, cases it loses, its imitation)
+# (day, mutant, small cases it loses, its imitation). Rows past a launch's reach (many_rows)
+# are course.hints.late_rows's, tests/test_hints.py's; their cases are too large to read here.
 IMITATED = [
-    ("day04", "tail_ignored", ("cuda_fwd_d33", "cuda_fwd_d7", "cuda_bwd_d1000", "cuda_bwd_d4097"), _tail_ignored),
+    ("day04", "tail_ignored", ("cuda_fwd_d33", "cuda_fwd_d7", "cuda_bwd_d1000"), _tail_ignored),
     ("day04", "unstable_variance", ("cpu_fwd_large_mean", "cuda_bwd_large_mean"), _unstable_variance),
-    ("day04", "half_sums", ("cpu_fwd_fp16", "cuda_fwd_bf16"), _half_sums),
+    ("day04", "half_sums", ("cuda_fwd_bf16", "cpu_fwd_fp16"), _half_sums),
     ("day04", "ignores_strides", ("cpu_fwd_transposed", "cpu_fwd_sliced", "cuda_bwd_sliced"), _strides_ignored),
     ("day04", "rows_from_first_dim", ("cpu_fwd_nd", "cuda_bwd_nd", "cpu_fwd_sliced"), _rows_from_first_dim),
-    ("day04", "no_grid_stride", ("cuda_fwd_many_rows", "cuda_bwd_many_rows"), _no_grid_stride),
     ("day04", "ignores_eps", ("cpu_fwd_large_eps", "cuda_bwd_large_eps"), _with_eps(1e-5)),
-    ("day04", "last_column_never_written", ("cuda_bwd_d1000", "cuda_bwd_d1", "cuda_bwd_transposed"),
-     _last_column_never_written),
-    ("day05", "forward_bytes_without_statistics", ("cpu_forward_bytes_float16", "cpu_forward_bytes_float64"),
-     _without_statistics),
-    ("day05", "backward_bytes_dy_and_x_only", ("cpu_backward_bytes_float32", "cpu_backward_bytes_bfloat16"),
-     _without_dx),
-    ("day05", "warp_strides_by_block", ("cuda_warp_per_row_fp32_d768", "cuda_warp_per_row_fp32_d33",
-                                        "cuda_warp_per_row_nd", "cuda_vectorized_misaligned"), _warp_strides_by_block),
-    ("day05", "warp_row_loop_missing", ("cuda_warp_per_row_many_rows",), _warp_row_loop_missing),
-    ("day05", "vectorized_last_vector_skipped", ("cuda_vectorized_fp32_d1024", "cuda_vectorized_bf16_d4096",
-                                                 "cuda_vectorized_fp16_d8", "cuda_vectorized_fp64_d320"),
-     _last_vector_skipped),
-    ("day08", "softmax_tail_not_masked", ("cuda_softmax_fp32_tail", "cuda_softmax_fp16_tail",
-                                          "cuda_softmax_fp32_neg_inf", "cuda_softmax_fp32_4d"),
-     _softmax_tail_not_masked),
+    (
+        "day04",
+        "last_column_never_written",
+        ("cuda_bwd_d1000", "cuda_bwd_d1", "cuda_bwd_transposed"),
+        _last_column_never_written,
+    ),
+    (
+        "day05",
+        "forward_bytes_without_statistics",
+        ("cpu_forward_bytes_float16", "cpu_forward_bytes_float64"),
+        _without_statistics,
+    ),
+    (
+        "day05",
+        "backward_bytes_dy_and_x_only",
+        ("cpu_backward_bytes_float32", "cpu_backward_bytes_bfloat16"),
+        _without_dx,
+    ),
+    (
+        "day05",
+        "warp_strides_by_block",
+        (
+            "cuda_warp_per_row_fp64_d320",
+            "cuda_warp_per_row_fp32_d33",
+            "cuda_warp_per_row_nd",
+            "cuda_vectorized_fp32_d4097",
+        ),
+        _warp_strides_by_block,
+    ),
+    (
+        "day05",
+        "vectorized_last_vector_skipped",
+        (
+            "cuda_vectorized_fp32_d1000",
+            "cuda_vectorized_fp16_d8",
+            "cuda_vectorized_fp64_d320",
+            "cuda_vectorized_bf16_d1024",
+        ),
+        _last_vector_skipped,
+    ),
+    (
+        "day08",
+        "softmax_tail_not_masked",
+        ("cuda_softmax_fp32_tail", "cuda_softmax_fp16_tail", "cuda_softmax_fp32_neg_inf", "cuda_softmax_fp32_4d"),
+        _softmax_tail_not_masked,
+    ),
     ("day08", "softmax_unstable", ("cuda_softmax_fp32_huge", "cuda_softmax_fp16_huge"), _softmax_unstable),
-    ("day08", "add_reads_past_the_block", ("cuda_add_fp16", "cuda_add_bf16_nd", "cuda_add_fp32_transposed"),
-     _add_reads_past_the_block),
-    ("day09", "scale_before_weight", ("cuda_quant_bf16", "cuda_quant_fp32_d1", "cuda_residual_bf16"),
-     _scale_before_weight),
-    ("day09", "round_half_away_from_zero", ("cuda_quant_fp32_ties", "cuda_quant_bf16_ties"),
-     _round_half_away_from_zero),
-    ("day09", "triton_tail_not_masked", ("triton_quant_fp32_tail", "triton_residual_fp16", "triton_quant_bf16_3d"),
-     _triton_tail_not_masked),
-    ("day09", "triton_accumulates_in_fp16", ("triton_quant_bf16", "triton_quant_fp32_d1", "triton_residual_fp16",
-                                             "triton_quant_fp32_huge", "triton_quant_fp32_ties"), _accumulates_in_fp16),
+    (
+        "day08",
+        "add_reads_past_the_block",
+        ("cuda_add_fp32_transposed", "cuda_add_bf16_nd", "cuda_add_fp32_poisoned"),
+        _add_reads_past_the_block,
+    ),
+    (
+        "day09",
+        "scale_before_weight",
+        ("cuda_quant_fp32_d1", "cuda_quant_fp32_transposed", "cuda_residual_fp16_zero_rows"),
+        _scale_before_weight,
+    ),
+    (
+        "day09",
+        "round_half_away_from_zero",
+        ("cuda_quant_fp32_ties", "cuda_quant_bf16_ties"),
+        _round_half_away_from_zero,
+    ),
+    (
+        "day09",
+        "triton_tail_not_masked",
+        ("triton_quant_fp32_tail", "triton_residual_fp16", "triton_quant_bf16_3d"),
+        _triton_tail_not_masked,
+    ),
+    (
+        "day09",
+        "triton_accumulates_in_fp16",
+        (
+            "triton_quant_fp32_d1",
+            "triton_residual_fp16",
+            "triton_quant_fp32_huge",
+            "triton_quant_fp32_ties",
+            "triton_quant_fp16_zero_rows",
+        ),
+        _accumulates_in_fp16,
+    ),
 ]
 PARAMS = [
     pytest.param(day, name, case, imitation, id=f"{day}:{name}:{case}")
     for day, name, cases, imitation in IMITATED
     for case in cases
 ]
+FIRST = [pytest.param(day, name, cases[0], id=f"{day}:{name}:{cases[0]}") for day, name, cases, _ in IMITATED]
 
 
 @pytest.mark.parametrize("day, name, case_name, imitation", PARAMS)
@@ -359,8 +423,8 @@ def test_an_imitated_cause_is_named_as_its_mutant_declares(day, name, case_name,
     assert line in said, said
 
 
-@pytest.mark.parametrize("day, name, case_name, imitation", PARAMS)
-def test_a_right_output_or_an_unrelated_error_is_not_named_so(day, name, case_name, imitation):
+@pytest.mark.parametrize("day, name, case_name", FIRST)
+def test_a_right_output_or_an_unrelated_error_is_not_named_so(day, name, case_name):
     """The right outputs pass; outputs off by a factor (q halved) do not get the mutant's line."""
     unit, spec, case, inputs = _case(day, case_name)
     line = mutants.load(unit)[name].diagnosis_for(case_name)
@@ -391,3 +455,32 @@ def test_declared_lines_are_told_apart_on_a_shared_case():
             said = _reading(spec, case, inputs, imitation(spec.on_device(case, dict(inputs))))
             others = [line for other, line in lines.items() if other != name and line != lines[name]]
             assert lines[name] in said and not any(line in said for line in others), (name, said)
+
+
+def test_rows_past_a_32_bit_offset_are_named_in_the_overflow_case():
+    """offset_32bit declares nothing: whether the wrapped offset faults or reads another row
+    depends on what lies 4 GiB before x. Where it comes back wrong, rows from 32768 on are."""
+    unit, spec, case, inputs = _case("day04", "cuda_fwd_overflow")
+    assert "cuda_fwd_overflow" in mutants.load(unit)["offset_32bit"].expected_losses([case.name])
+    y, mean, rstd = op_for(spec, inputs).reference(inputs)
+    y = y.clone()
+    y[-1] = float("nan")  # the last row is row 32768: 32768 * 65536 = 2^31
+    said = _reading(spec, case, inputs, (y, mean, rstd))
+    assert "y is wrong from row 32768 on: row 32768 is the first whose offset" in said, said
+    assert "wraps" not in _reading(spec, case, inputs, (y * 1.5, mean, rstd))
+
+
+def test_a_perf_case_answered_with_the_input_set_befores_output_names_it():
+    """answers_each_shape_once: the timed calls on the second input set return the first's y."""
+    unit, spec = _suite("day05")
+    perf = next(c for c in spec.CASES if c.name == "cuda_perf_fp32_d1024")
+    case = dataclasses.replace(perf, params={**perf.params, "shape": (64, 256)})
+    sets = [spec.make_inputs(case, torch.Generator().manual_seed(seed)) for seed in (1, 2)]
+    first = op_for(spec, sets[0]).reference(sets[0])
+    dtypes = op_for(spec, sets[0]).dtypes(sets[0])
+    answers = [tuple(t.to(d) for t, d in zip(first, dtypes))] * 2
+    said = judge._timed_outputs_problem(spec, case, sets, {"outputs": answers})
+    line = mutants.load(unit)["answers_each_shape_once"].diagnosis_for(perf.name)
+    assert "input set 2 of 2" in said and line in said, said
+    right = [tuple(t.to(d) for t, d in zip(op_for(spec, i).reference(i), dtypes)) for i in sets]
+    assert judge._timed_outputs_problem(spec, case, sets, {"outputs": right}) == ""
