@@ -1,4 +1,4 @@
-"""Each planted cause of days 04, 05, 08 and 09, imitated on cases it loses: the grader's
+"""Each planted cause of days 04, 05, 08 and 09 (and day06's GPU-only strip), imitated on cases it loses: the grader's
 reading of the imitation names the cause the mutant declares (its `diagnosis` in
 solutions/<unit>/mutants.toml), and neither a right output nor an unrelated error gets that
 line. No build: the imitations compute in float64 on the CPU what each mutant's kernels return.
@@ -20,6 +20,7 @@ from course.spec import mutants, units
 SEED = 3
 DAYS = {
     "day04": "day04_layernorm_edge_cases",
+    "day06": "day06_bias_gelu",
     "day05": "day05_layernorm_performance",
     "day08": "day08_triton_basics",
     "day09": "day09_rmsnorm_int8",
@@ -214,6 +215,19 @@ _without_statistics = _bytes_short(lambda i: 4 * 2 * i["rows"] * (2 if i["dtype"
 _without_dx = _bytes_short(lambda i: _element_bytes(i) * i["rows"] * i["cols"])
 
 
+# ---- day06 ----
+
+
+def _dbias_first_strip_only(inputs):
+    """dx right; dbias the sum of the first strip's rows (32) alone."""
+    _, spec = _suite("day06")
+    dx, _ = op_for(spec, inputs).reference(inputs)
+    u = _rows(inputs["x"]) + inputs["bias"].double()
+    u.requires_grad_()
+    (slope,) = torch.autograd.grad(torch.nn.functional.gelu(u, approximate=inputs["approximate"]).sum(), u)
+    return dx, (_rows(inputs["dy"]) * slope)[:32].sum(dim=0)
+
+
 # ---- day08 ----
 
 
@@ -359,6 +373,7 @@ IMITATED = [
         ),
         _last_vector_skipped,
     ),
+    ("day06", "dbias_first_strip_only", ("cuda_backward_erf_fp32", "cuda_autograd_tanh_fp32"), _dbias_first_strip_only),
     (
         "day08",
         "softmax_tail_not_masked",
