@@ -39,6 +39,11 @@ def _case(day, name):
     return unit, spec, case, make_input_sets(spec, case, SEED)[0]
 
 
+def _mutant(unit, name):
+    """A mutant, or a bug the debugging lab's starter ships (planted_bugs.toml), by name."""
+    return {**mutants.load(unit), **mutants.load_planted(unit)}[name]
+
+
 def _reading(spec, case, inputs, outputs) -> str:
     """What the grader says of `outputs` for the case's `inputs`: the mismatch and its reading."""
     op = op_for(spec, inputs)
@@ -95,6 +100,13 @@ def _tail_ignored(inputs):
     written = _everywhere(x)
     written[:, cols:] = False
     return _layer_norm_outputs(inputs, *_statistics(x, inputs["eps"], cols), written)
+
+
+def _rstd_in_float(inputs):
+    """float64 x, a float32 rstd."""
+    x = _rows(inputs["x"])
+    mean, rstd = _statistics(x, inputs["eps"])
+    return _layer_norm_outputs(inputs, mean, rstd.float().double(), _everywhere(x))
 
 
 def _last_column_never_written(inputs):
@@ -339,6 +351,7 @@ IMITATED = [
         ("cuda_bwd_d1000", "cuda_bwd_d1", "cuda_bwd_transposed"),
         _last_column_never_written,
     ),
+    ("day04", "rstd_in_float", ("cuda_fwd_fp64", "cuda_bwd_fp64"), _rstd_in_float),  # a planted bug
     (
         "day05",
         "forward_bytes_without_statistics",
@@ -429,7 +442,7 @@ FIRST = [pytest.param(day, name, cases[0], id=f"{day}:{name}:{cases[0]}") for da
 @pytest.mark.parametrize("day, name, case_name, imitation", PARAMS)
 def test_an_imitated_cause_is_named_as_its_mutant_declares(day, name, case_name, imitation):
     unit, spec, case, inputs = _case(day, case_name)
-    mutant = mutants.load(unit)[name]
+    mutant = _mutant(unit, name)
     assert case_name in mutant.expected_losses([c.name for c in spec.CASES]), "the mutant does not lose this case"
     line = mutant.diagnosis_for(case_name)
     assert line, f"{name} declares no diagnosis for {case_name}"
@@ -442,7 +455,7 @@ def test_an_imitated_cause_is_named_as_its_mutant_declares(day, name, case_name,
 def test_a_right_output_or_an_unrelated_error_is_not_named_so(day, name, case_name):
     """The right outputs pass; outputs off by a factor (q halved) do not get the mutant's line."""
     unit, spec, case, inputs = _case(day, case_name)
-    line = mutants.load(unit)[name].diagnosis_for(case_name)
+    line = _mutant(unit, name).diagnosis_for(case_name)
     op = op_for(spec, inputs)
     right = op.reference(inputs)
     assert _reading(spec, case, inputs, right) == ""
@@ -465,7 +478,7 @@ def test_declared_lines_are_told_apart_on_a_shared_case():
     assert shared
     for (day, case_name), found in shared.items():
         unit, spec, case, inputs = _case(day, case_name)
-        lines = {name: mutants.load(unit)[name].diagnosis_for(case_name) for name, _ in found}
+        lines = {name: _mutant(unit, name).diagnosis_for(case_name) for name, _ in found}
         for name, imitation in found:
             said = _reading(spec, case, inputs, imitation(spec.on_device(case, dict(inputs))))
             others = [line for other, line in lines.items() if other != name and line != lines[name]]
