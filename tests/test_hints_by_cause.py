@@ -1,9 +1,9 @@
-"""Each planted cause of days 04, 05, 08 and 09 (and day06's GPU-only strip), imitated on cases it loses: the grader's
-reading of the imitation names the cause the mutant declares (its `diagnosis` in
-solutions/<unit>/mutants.toml), and neither a right output nor an unrelated error gets that
-line. No build: the imitations compute in float64 on the CPU what each mutant's kernels return.
-tests/test_autograder.py checks the same lines against the built mutants (the GPU-only ones
-on a GPU)."""
+"""Each planted cause of days 04, 05, 08 and 09 (and day06's GPU-only strip), imitated on cases
+it loses: the grader's reading of the imitation names the cause the mutant declares (its
+`diagnosis` in solutions/<unit>/mutants.toml), and neither a right output nor an unrelated error
+gets that line. No build: the imitations compute in float64 on the CPU what each mutant's
+kernels return. tests/test_autograder.py checks the same lines against the built mutants (the
+GPU-only ones on a GPU)."""
 
 import dataclasses
 import functools
@@ -14,14 +14,15 @@ import torch
 
 from course import judge
 from course.cases import make_input_sets
+from course.hints import as_row_major
 from course.ops import op_for
 from course.spec import mutants, units
 
 SEED = 3
 DAYS = {
     "day04": "day04_layernorm_edge_cases",
-    "day06": "day06_bias_gelu",
     "day05": "day05_layernorm_performance",
+    "day06": "day06_bias_gelu",
     "day08": "day08_triton_basics",
     "day09": "day09_rmsnorm_int8",
 }
@@ -116,16 +117,6 @@ def _last_column_never_written(inputs):
     return _layer_norm_outputs(inputs, *_statistics(x, inputs["eps"]), written)
 
 
-def _no_grid_stride(inputs):
-    """Rows past 65535 blocks are never reached: NaN, their statistics too (dgamma sums them)."""
-    x = _rows(inputs["x"])
-    mean, rstd = _statistics(x, inputs["eps"])
-    mean[65535:], rstd[65535:] = float("nan"), float("nan")
-    written = _everywhere(x)
-    written[65535:] = False
-    return _layer_norm_outputs(inputs, mean, rstd, written)
-
-
 def _rows_from_first_dim(inputs):
     """Only x.size(0) rows are normalized; every other row and statistic is never written."""
     x = _rows(inputs["x"])
@@ -172,8 +163,6 @@ def _with_eps(eps):
 
 def _strides_ignored(inputs):
     """The right op on every strided input read as contiguous rows from its data pointer."""
-    from course.hints import as_row_major
-
     _, spec = _suite("day04")
     as_read = {k: as_row_major(v) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     return op_for(spec, inputs).reference(as_read)
@@ -199,16 +188,6 @@ def _last_vector_skipped(inputs):
     written = _everywhere(x)
     written[:, cols:] = False
     return _layer_norm_outputs(inputs, *_statistics(x, inputs["eps"], cols), written)
-
-
-def _warp_row_loop_missing(inputs):
-    x = _rows(inputs["x"])
-    mean, rstd = _statistics(x, inputs["eps"])
-    reached = 65535 * 8
-    mean[reached:], rstd[reached:] = float("nan"), float("nan")
-    written = _everywhere(x)
-    written[reached:] = False
-    return _layer_norm_outputs(inputs, mean, rstd, written)
 
 
 def _bytes_short(count):
