@@ -17,10 +17,12 @@ from collections.abc import Callable
 import torch
 
 GRID_Y_LIMIT = 65535  # gridDim.y and gridDim.z can be no larger
+INT32_LIMIT = 2**31  # the first offset a 32-bit int cannot hold
 SAME_FACTOR_SPREAD = 1e-3  # relative spread of got / expected that counts as one factor
 MOSTLY = 0.5  # the share of a region that must be wrong for "this region is wrong"
 CONDITION_GAP = 10.0  # how much worse conditioned the wrong rows are than the right ones
 LOW_PRECISION = {torch.float16, torch.bfloat16}
+_EXPONENT_BITS = {torch.float16: 5, torch.bfloat16: 8}
 INT8_LIMIT = 127  # the largest |q| of a symmetric INT8 quantization
 STRIP_ROWS_READ = 1 << 14  # sums over more rows are not read for a strip left out
 PERIODS = (32, 64, 128, 256, 512, 1024)  # a warp, and the block widths kernels stride by
@@ -48,8 +50,9 @@ def unwritten(got: torch.Tensor, bad: torch.Tensor) -> str | None:
     return None
 
 
-def tail_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
-    """Only a block of trailing columns is wrong: a loop or a vector width stops short of the row's end."""
+def tail_columns(bad: torch.Tensor, rows: int, columns: int, what: str = "wrong") -> str | None:
+    """Only a block of trailing columns is `what` (wrong, or NaN: never written): a loop or a
+    vector width stops short of the row's end."""
     if columns < 2:
         return None
     bad_columns = bad.reshape(rows, columns).any(dim=0).nonzero().flatten()
@@ -60,12 +63,12 @@ def tail_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
     if wrong_share < MOSTLY:
         return None
     return (
-        f"only the last columns are wrong ({first} to {columns - 1} of {columns}): check where each loop "
-        "over a row stops, and what handles the tail left after whole vectors or chunks"
+        f"only the last columns are {what} ({first} to {columns - 1} of {columns}){_never(what)}: check where "
+        "each loop over a row stops, and what handles the tail left after whole vectors or chunks"
     )
 
 
-def head_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
+def head_columns(bad: torch.Tensor, rows: int, columns: int, what: str = "wrong") -> str | None:
     """Only the first columns of rows after the first are wrong: writes past the end of a row
     land at the start of the next one (a missing bounds check)."""
     if rows < 2 or columns < 2:
@@ -76,34 +79,41 @@ def head_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
     if grid[0].any() or last >= columns - 1 or grid[1:, : last + 1].double().mean().item() < MOSTLY:
         return None
     return (
-        f"only the first columns (0 to {last}) of the rows after the first are wrong, and row 0 is right: "
+        f"only the first columns (0 to {last}) of the rows after the first are {what}, and row 0 is not{_never(what)}: "
         "what lands there looks like writes running past the end of the row above; check which "
         "threads skip the columns past N"
     )
 
 
-def periodic_columns(bad: torch.Tensor, rows: int, columns: int) -> str | None:
+def periodic_columns(bad: torch.Tensor, rows: int, columns: int, what: str = "wrong") -> str | None:
     """The wrong columns repeat with a period (a warp, a block), right ones at the start of each:
     a loop strides by the wrong step, skipping part of every period."""
-    grid = bad.reshape(rows, columns)
+    columns_wrong = bad.reshape(rows, columns).any(dim=0)
     for period in PERIODS:
         if columns <= period:
             break
-        whole = columns // period * period
-        per_period = grid[:, :whole].reshape(rows, -1, period).any(dim=0).any(dim=0)
+        per_period = columns_wrong[:period]
         if per_period.all() or not per_period.any():
             continue
+        # every period alike, the last one (maybe cut short) too: a wrong tail alone is no period
+        repeated = per_period.repeat(-(-columns // period))[:columns]
+        if not torch.equal(repeated, columns_wrong):
+            continue
         first = int(per_period.nonzero().min())
-        if first > 0 and per_period[first:].all() and not per_period[:first].any():
+        if per_period[first:].all() and not per_period[:first].any():
             return (
-                f"the wrong columns repeat every {period}: elements {first} to {period - 1} of each {period} "
-                f"are wrong, 0 to {first - 1} right: check the step each thread's loop over the row takes"
+                f"the {what} columns repeat every {period}: elements {first} to {period - 1} of each {period} "
+                f"are {what}, 0 to {first - 1} are not{_never(what)}: check the step each thread's loop over "
+                "the row takes"
             )
     return None
 
 
-def late_rows(bad: torch.Tensor, rows: int, columns: int) -> str | None:
-    """Only rows from some row on are wrong: the launch does not reach them."""
+def late_rows(
+    bad: torch.Tensor, rows: int, columns: int, inputs: dict | None = None, what: str = "wrong"
+) -> str | None:
+    """Only rows from some row on are `what`: the launch does not reach them, the row count is
+    too small, or a row's offset wraps in 32 bits there."""
     if rows < 2:
         return None
     bad_rows = bad.reshape(rows, columns).any(dim=1).nonzero().flatten()
@@ -112,12 +122,41 @@ def late_rows(bad: torch.Tensor, rows: int, columns: int) -> str | None:
     # stops short leaves far more.
     if first < 2 or bad.reshape(rows, columns)[first:].any(dim=1).double().mean().item() < MOSTLY:
         return None
+    return f"only rows {first} and on are {what} (of {rows}){_never(what)}: {_rows_cut_at(first, columns, inputs)}"
+
+
+def _rows_cut_at(first: int, columns: int, inputs: dict | None) -> str:
+    """Why rows stop being handled at row `first`, as far as the shapes tell."""
+    x = (inputs or {}).get("x")
+    if isinstance(x, torch.Tensor) and x.dim() > 2 and first == x.shape[0]:
+        return (
+            f"{first} is x.size(0), and x has {x.dim()} dimensions: the rows are counted from its first "
+            "dimension alone, not from every dimension before the last; check how the row count is computed"
+        )
+    wraps = offset_wraps(first, columns)
+    if wraps:
+        return wraps
     limit = (
         (f" {first} is a multiple of {GRID_Y_LIMIT}, the largest gridDim.y: a grid sized to the rows was capped")
         if first % GRID_Y_LIMIT == 0
         else ""
     )
-    return f"only rows {first} and on are wrong (of {rows}): the launch does not reach them.{limit} Check how the grid covers the rows"
+    return f"the launch does not reach them.{limit} Check how the grid covers the rows"
+
+
+def offset_wraps(row: int, columns: int) -> str | None:
+    """Row `row` is the first whose offset row * columns passes the largest 32-bit int: a line
+    where that is where the wrong rows start, else None."""
+    if columns < 1 or not (row - 1) * columns < INT32_LIMIT <= row * columns:
+        return None
+    return (
+        f"row {row} is the first whose offset, row * D = {row * columns}, is past 2^31 - 1, the largest "
+        "32-bit int: an offset kept in 32 bits wraps there; check the type each row's offset is computed in"
+    )
+
+
+def _never(what: str) -> str:
+    return ", never written" if what == "NaN" else ""
 
 
 def _ratio(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor) -> torch.Tensor | None:
@@ -136,11 +175,9 @@ def same_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch
     if ratio is None:
         return None
     factor = ratio.median().item()
-    if (
-        not torch.isfinite(ratio).all()
-        or factor == 0
-        or (ratio - factor).abs().max().item() > SAME_FACTOR_SPREAD * abs(factor)
-    ):
+    # the elements agree on the factor to within the output's rounding, and far better than it differs from 1
+    spread = min(max(SAME_FACTOR_SPREAD, 2 * _eps(got)) * abs(factor), abs(factor - 1) / 4)
+    if not torch.isfinite(ratio).all() or factor == 0 or (ratio - factor).abs().max().item() > spread:
         return None
     if abs(factor + 1) < SAME_FACTOR_SPREAD:
         return f"every wrong {name} has the right size and the wrong sign: check the sign of each term behind it"
@@ -155,6 +192,10 @@ def same_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch
             if abs(factor - candidate) < 0.1 * abs(candidate - 1):
                 return f"{line}, which is {ratio_name}"
     return f"{line}: a scale or a count behind {name} is off"
+
+
+def _eps(t: torch.Tensor) -> float:
+    return torch.finfo(t.dtype).eps if t.is_floating_point() else 0.0
 
 
 def row_factor(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, rows: int) -> str | None:
@@ -210,18 +251,23 @@ def all_zero(name: str, got: torch.Tensor, bad: torch.Tensor) -> str | None:
     return f"every wrong {name} is 0: nothing was computed into these elements, or it was multiplied away"
 
 
-def cancellation(bad: torch.Tensor, rows: int, columns: int, inputs: dict) -> str | None:
-    """The wrong rows are those whose mean is large next to their spread: E[x^2] - E[x]^2 cancels there."""
+def cancellation(got: torch.Tensor, bad: torch.Tensor, rows: int, columns: int, inputs: dict) -> str | None:
+    """The wrong rows are those whose mean is large next to their spread: E[x^2] - E[x]^2 cancels
+    there. Where every row is such a row, so that none is right to compare with, whole rows of NaN
+    scattered among them (a variance that came out negative) tell it."""
     x = inputs.get("x")
     if rows < 2 or not isinstance(x, torch.Tensor) or x.dim() < 2 or x.numel() // x.shape[-1] != rows:
         return None
     if x.shape[-1] < 2:  # one value a row has no spread
         return None
     bad_rows = bad.reshape(rows, columns).any(dim=1)
-    if bad_rows.all() or not bad_rows.any():
+    if not bad_rows.any():
         return None
     x64 = x.double().reshape(rows, -1)
     condition = x64.mean(dim=1).abs() / x64.std(dim=1).clamp_min(torch.finfo(torch.float64).tiny)
+    everywhere = _cancelled_everywhere(got, rows, columns, condition, x.dtype)
+    if everywhere or bad_rows.all():
+        return everywhere
     if condition[bad_rows].min() < CONDITION_GAP * condition[~bad_rows].median():
         return None
     return (
@@ -231,11 +277,37 @@ def cancellation(bad: torch.Tensor, rows: int, columns: int, inputs: dict) -> st
     )
 
 
+def _cancelled_everywhere(got: torch.Tensor, rows: int, columns: int, condition, dtype) -> str | None:
+    """Every row so ill-conditioned that E[x^2] - E[x]^2, summed in the accumulation type, loses
+    the whole variance (condition^2 * eps >= 1), and some rows NaN from end to end, among rows
+    that are not (rows never reached are a block at the end)."""
+    if not got.is_floating_point():
+        return None
+    accumulated = torch.float64 if dtype == torch.float64 else torch.float32
+    if condition.min().item() ** 2 * torch.finfo(accumulated).eps < 1:
+        return None
+    nan = torch.isnan(got.double().reshape(rows, columns))
+    whole = nan.all(dim=1)
+    if not whole.any() or (nan.any(dim=1) & ~whole).any():  # NaN in part of a row: not a row's statistic
+        return None
+    first = int(whole.nonzero().min())
+    if whole[first:].all():
+        return None
+    return (
+        f"every row's mean is large next to its spread (|mean| / std {condition.min().item():.3g} and more), "
+        f"and {int(whole.sum())} of the {rows} rows are NaN from end to end, among rows that are not: a variance "
+        "as E[x^2] - E[x]^2 cancels there, and comes out negative in those rows; check how the variance is computed"
+    )
+
+
 def low_precision(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> str | None:
-    """16-bit inputs, errors of about 16-bit rounding: sums or intermediate values kept in 16 bits."""
+    """16-bit inputs, errors of about 16-bit rounding: sums or intermediate values kept in 16 bits;
+    float64 inputs, errors of about float32's: a step of the float64 path taken in float32."""
     x = inputs.get("x")
     dtype = x.dtype if isinstance(x, torch.Tensor) else got.dtype
-    if dtype not in LOW_PRECISION:
+    if dtype == torch.float64:
+        dtype = torch.float32
+    elif dtype not in LOW_PRECISION:
         return None
     error = (got.double() - expected.double()).abs()[bad]
     scale = expected.double().abs().max().clamp_min(torch.finfo(torch.float64).tiny)
@@ -263,6 +335,25 @@ def integer_steps(name: str, got: torch.Tensor, expected: torch.Tensor, bad: tor
         return (
             f"every wrong {name} is clamped at ±{INT8_LIMIT} where the expected value is inside: the scale is too small"
         )
+    return None
+
+
+def sixteen_bit_grid(values: torch.Tensor, uncertainty: torch.Tensor) -> torch.dtype | None:
+    """The 16-bit type (bfloat16, else float16) on whose grid every one of `values` (float64,
+    read back from a wrong output: a sum, say) lies within its `uncertainty`, counting only
+    those where the grid's spacing is far coarser than that; None where fewer than 2 count or
+    one is off the grid. A sum that lands on a 16-bit grid was kept in that type."""
+    finite = torch.isfinite(values) & (values > 0)
+    for dtype in (torch.bfloat16, torch.float16):
+        info = torch.finfo(dtype)
+        exponent = torch.floor(torch.log2(values.clamp(min=info.smallest_normal)))
+        spacing = torch.exp2(exponent - (info.bits - 1 - _EXPONENT_BITS[dtype]))
+        telling = finite & (values <= info.max) & (spacing > 8 * uncertainty)
+        if telling.sum() < 2:
+            continue
+        off = (values - values.to(dtype).double()).abs() > uncertainty
+        if not (off & telling).any():
+            return dtype
     return None
 
 
@@ -357,13 +448,28 @@ def strides_ignored(reference: Callable, inputs: dict, outputs, tolerances: dict
     if all(as_read[k] is inputs[k] for k in strided):
         return None
     model = reference(as_read)
+    # Read as rows, a strided tensor may yield the NaN in its gaps: then the model's NaN are a claim
+    gaps = any(bool(torch.isnan(as_read[k]).any()) for k in strided if as_read[k].is_floating_point())
     for name, got, values, right in zip(names, outputs, model, reference(inputs)):
-        if not follows(got, values.double(), *tolerances[name]) and not follows(got, right.double(), *tolerances[name]):
+        allowed = tolerances[name]
+        if not (
+            follows(got, values.double(), *allowed)
+            or follows(got, right.double(), *allowed)
+            or (gaps and _nan_where(got, values.double(), allowed))
+        ):
             return None
     return (
         f"the outputs are what the right op gives on {', '.join(strided)} read as contiguous rows from "
         "its data pointer: the strides are ignored; check how each element is indexed"
     )
+
+
+def _nan_where(got: torch.Tensor, model: torch.Tensor, allowed: tuple[float, float]) -> bool:
+    """got is NaN exactly where the model is (somewhere), and follows it elsewhere."""
+    nan = torch.isnan(model)
+    if got.shape != model.shape or not nan.any() or not torch.equal(torch.isnan(got.double()), nan):
+        return False
+    return bool(nan.all()) or follows(got, model, *allowed)
 
 
 def swapped(names, outputs, expected, tolerances: dict) -> str | None:
@@ -381,8 +487,8 @@ def swapped(names, outputs, expected, tolerances: dict) -> str | None:
 
 
 def repeated(names, outputs, previous) -> str | None:
-    """Every wrong output is bit for bit what the previous call (on other values) returned: a
-    result kept and handed out again."""
+    """Every wrong output is bit for bit what the previous call (on other values, in the same
+    buffers or in others) returned: a result kept and handed out again."""
     same = [
         name
         for name, got, before in zip(names, outputs, previous)
@@ -391,32 +497,42 @@ def repeated(names, outputs, previous) -> str | None:
     if not same:
         return None
     return (
-        f"{', '.join(same)} is bit for bit what the previous call returned, on other values in the "
-        "same buffers: a result is kept and handed out again; check what the op keeps between calls"
+        f"{', '.join(same)} is bit for bit what the previous call returned, on other values: a result "
+        "is kept and handed out again; check what the op keeps between calls"
     )
 
 
+def _positions(bad: torch.Tensor, rows: int, columns: int, inputs: dict, what: str = "wrong") -> list[str | None]:
+    """Where the `what` elements `bad` lie: a period, the tail, the head of rows, late rows."""
+    periodic = periodic_columns(bad, rows, columns, what)  # its columns run to the row's end too
+    return [
+        periodic or tail_columns(bad, rows, columns, what),
+        head_columns(bad, rows, columns, what),
+        late_rows(bad, rows, columns, inputs, what),
+    ]
+
+
 def explain(name: str, got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor, inputs: dict) -> list[str]:
-    """The patterns that match the wrong elements `bad` of output `name`."""
+    """The patterns that match the wrong elements `bad` of output `name`. Where only some of
+    them are NaN, where the NaN lie is read too: the elements never written show the shape of
+    a loop or a launch that the wrong values around them hide."""
     if got.shape != expected.shape or not bad.any():
         return []
     nan_line = unwritten(got, bad)
     rows, columns = _rows_and_columns(got, inputs)
-    periodic = periodic_columns(bad, rows, columns)  # its wrong columns run to the row's end too
-    lines = [
-        nan_line,
-        periodic or tail_columns(bad, rows, columns),
-        head_columns(bad, rows, columns),
-        late_rows(bad, rows, columns),
-    ]
+    # NaN in whole rows among right ones is a pattern of where, too
+    lines = [nan_line, *_positions(bad, rows, columns, inputs), cancellation(got, bad, rows, columns, inputs)]
     if nan_line is None:
-        lines += [
+        nan = bad & torch.isnan(got.double()) if got.is_floating_point() else None
+        if nan is not None and nan.any():
+            lines += _positions(nan, rows, columns, inputs, "NaN")
+        systematic = [
             integer_steps(name, got, expected, bad),
             all_zero(name, got, bad),
             same_factor(name, got, expected, bad, inputs),
             row_factor(name, got, expected, bad, rows),
             row_offset(name, got, expected, bad, rows),
-            cancellation(bad, rows, columns, inputs),
-            low_precision(got, expected, bad, inputs),
         ]
+        # roundings are noise: an error with a pattern of its own is no rounding
+        lines += systematic if any(systematic) else [low_precision(got, expected, bad, inputs)]
     return [line for line in lines if line]

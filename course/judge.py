@@ -191,7 +191,8 @@ def _exact_share_problem(op, name: str, got: torch.Tensor, expected: torch.Tenso
 def _values_problems(spec, inputs: dict, outputs: tuple, laid_out: dict | None = None, previous=None) -> list[str]:
     """What is wrong with `outputs` for `inputs` (count, dtypes, values); [] when nothing.
     `laid_out`: the inputs as the op saw them (strided views), where the suite lays them out;
-    `previous`: the outputs of the call before, on other values in the same buffers."""
+    `previous`: the outputs of the call before, on other values (in the same buffers, or a perf
+    case's input set before)."""
     op = op_for(spec, inputs)
     names = op.outputs
     if len(outputs) != len(names):
@@ -204,11 +205,13 @@ def _values_problems(spec, inputs: dict, outputs: tuple, laid_out: dict | None =
         if got.dtype != dtype:
             problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
             continue
-        mismatch = describe_mismatch(name, got, exp, atol, rtol) or _exact_share_problem(op, name, got, exp)
+        beyond = describe_mismatch(name, got, exp, atol, rtol)
+        mismatch = beyond or _exact_share_problem(op, name, got, exp)
         if mismatch:
             problems.append(mismatch)
             if got.shape == exp.shape:  # the patterns read outputs laid out like x
-                wrong[name] = (got, exp, wrong_elements(got, exp, atol, rtol))
+                # within the tolerance but too rarely equal: the elements that differ are the wrong ones
+                wrong[name] = (got, exp, wrong_elements(got, exp, atol, rtol) if beyond else got.double() != exp)
     if wrong and not op.against_itself and not any(p.startswith(f"{n}: dtype") for n in names for p in problems):
         problems += [PATTERN + line for line in _readings(op, inputs, outputs, expected, wrong, laid_out, previous)]
     return problems
@@ -320,8 +323,9 @@ def judge_perf(spec, case: Case, input_sets: list[dict], result: dict, baseline)
 def _timed_outputs_problem(spec, case: Case, input_sets: list[dict], result: dict) -> str:
     """Why the timed calls' outputs earn nothing (a wrong value or device), or ''."""
     for index, (inputs, outputs) in enumerate(zip(input_sets, result["outputs"], strict=True)):
+        previous = result["outputs"][index - 1] if index else None  # a stale answer repeats it
         problems = _device_problems(spec, case, inputs, _devices(result, index)) or _values_problems(
-            spec, inputs, outputs
+            spec, inputs, outputs, previous=previous
         )
         if problems:
             first = (

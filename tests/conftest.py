@@ -101,6 +101,7 @@ FAST_MODULES = {
     "test_grade_stages",
     "test_gradebook_records",
     "test_hints",
+    "test_hints_by_cause",
     "test_import_graph",
     "test_observer",
     "test_pacing",

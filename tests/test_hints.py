@@ -170,3 +170,68 @@ def test_a_model_right_wherever_it_claims_names_nothing():
     diagnose = hints.model_reading(models, lambda inputs: (x,), ("y",), lambda inputs: (1e-9, 0.0))
     assert diagnose("y", x + 1, {}) == ["wrong everywhere"]
     assert diagnose("y", x * 5, {}) == []
+
+
+def test_where_the_nan_lie_is_read_where_the_other_elements_are_wrong_too():
+    expected = _grid(rows=8, columns=100)
+    got = expected * 1.1
+    got[:, 96:] = float("nan")
+    lines = _explain("y", got, expected, {"x": expected.float()})
+    assert any("only the last columns are NaN (96 to 99 of 100), never written" in line for line in lines), lines
+    got = expected * 1.1
+    got.view(8, 4, 25)[:, :, 20:] = float("nan")  # not a period of PERIODS: no period, no tail
+    assert not any("NaN" in line for line in _explain("y", got, expected, {"x": expected.float()}))
+
+
+def test_a_last_column_alone_is_a_tail_not_a_period():
+    expected = _grid(rows=8, columns=96)
+    got = expected.clone()
+    got[:, -1] = float("nan")
+    lines = _explain("dx", got, expected, {"x": expected.float()})
+    assert any("only the last columns are wrong (95 to 95 of 96)" in line for line in lines), lines
+    assert not any("repeat every" in line for line in lines), lines
+
+
+def test_rows_cut_at_x_size_0_or_at_a_32_bit_offset_are_named_so():
+    expected = _grid(rows=30, columns=64)
+    got = expected.clone()
+    got[2:] = float("nan")
+    counted = _explain("y", got.view(2, 3, 5, 64), expected.view(2, 3, 5, 64), {"x": torch.zeros(2, 3, 5, 64)})
+    assert any("2 is x.size(0)" in line for line in counted), counted
+    flat = _explain("y", got, expected, {"x": torch.zeros(30, 64)})
+    assert any("the launch does not reach them" in line for line in flat), flat
+    assert "wraps" in hints.offset_wraps(32768, 65536) and hints.offset_wraps(32767, 65536) is None
+
+
+def test_whole_nan_rows_scattered_among_ill_conditioned_rows_are_cancellation():
+    generator = torch.Generator().manual_seed(8)
+    x = 1e4 + 1e-2 * torch.randn(16, 64, generator=generator, dtype=torch.float64)
+    expected = _rstd(x, 0)[:, None] * (x - x.mean(dim=1, keepdim=True))
+    got = expected.clone()
+    got[1::3] = float("nan")
+    lines = _explain("y", got, expected, {"x": x.float()})
+    assert any("E[x^2] - E[x]^2 cancels there, and comes out negative" in line for line in lines), lines
+    got = expected.clone()
+    got[10:] = float("nan")  # rows never reached: a block at the end
+    assert not any("E[x^2]" in line for line in _explain("y", got, expected, {"x": x.float()}))
+    well = torch.randn(16, 64, generator=generator, dtype=torch.float64)
+    got = well.clone()
+    got[1::3] = float("nan")
+    assert not any("E[x^2]" in line for line in _explain("y", got, well, {"x": well.float()}))
+
+
+def test_a_sum_read_back_onto_a_16_bit_grid_names_the_type():
+    sums = torch.tensor([4092.0, 4100.0, 5000.0], dtype=torch.float64)  # float16 values, and no bfloat16 ones
+    assert hints.sixteen_bit_grid(sums, sums * 1e-6) == torch.float16
+    assert hints.sixteen_bit_grid(sums + 0.5, sums * 1e-6) is None
+    assert hints.sixteen_bit_grid(sums[:1], sums[:1] * 1e-6) is None  # one value could be chance
+    assert hints.sixteen_bit_grid(torch.tensor([4096.0, 5120.0]), torch.tensor([1e-3, 1e-3])) == torch.bfloat16
+
+
+def test_a_factor_as_close_to_1_as_the_rows_disagree_is_rounding_not_a_factor():
+    generator = torch.Generator().manual_seed(9)
+    expected = torch.rand(64, generator=generator, dtype=torch.float64) + 1
+    noise = 1 + 1e-5 + 2e-5 * torch.randn(64, generator=generator, dtype=torch.float64)  # roundings, a little biased
+    lines = _explain("rstd", (expected * noise).float(), expected, {"x": torch.randn(64, 16).half()}, rtol=1e-5)
+    assert not any("times the expected value" in line for line in lines), lines
+    assert any("roundings of torch.float16" in line for line in lines), lines

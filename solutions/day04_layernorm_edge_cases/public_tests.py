@@ -25,13 +25,14 @@ import torch
 
 from course.cases import INPUTS_UNCHANGED, OWN_KERNEL, SIDE_STREAM, Case
 from course.harness import nan_filled
+from course.hints import model_reading, offset_wraps
 from course.ops import Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
 from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
                                       backward_tolerance, compiled_backward, condition_by_std, dx_formula,
-                                      forward_dtypes, forward_tolerance, layer_norm64, max_abs, random_affine,
-                                      random_dy, random_x, saved_statistics, statistics, values_case)
+                                      forward_dtypes, forward_slips, forward_tolerance, layer_norm64, max_abs,
+                                      random_affine, random_dy, random_x, saved_statistics, statistics, values_case)
 from ..common.layouts import LAYOUTS
 from ..common.tiled_rows import LAST_ROWS, TILE_ROWS, last_of, last_rows, random_tile, row_offsets, tiled_rows
 
@@ -211,17 +212,51 @@ def _overflow_backward_tolerance(inputs):
                               reference_error=True, param_sizes=(max_abs(dgamma_terms), max_abs(dbeta_terms)))
 
 
+# ---- what a wrong output says: the usual slips as models of the outputs, and rows cut off ----
+# (most causes show in where the wrong and the NaN elements lie: course/hints.py reads that)
+
+def _gradient_slips(name, inputs):
+    """The gradients of a LayerNorm that adds a constant eps of its own, not the eps passed."""
+    if inputs["eps"] == EPS:
+        return {}
+    gradients64 = autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"], inputs["dy"], EPS)
+    return {f"{name} matches the gradients of a LayerNorm with eps = {EPS:g}, not the eps passed "
+            f"({inputs['eps']:g}): check where eps comes from": gradients64[GRADIENTS.index(name)]}
+
+
+def _rows_cut(reference, tolerance):
+    """An Op.diagnose for the overflow cases, whose outputs are x's last rows: where the wrong
+    rows start at the row whose offset passes 2^31 - 1, an offset in 32 bits wraps there."""
+    def diagnose(name, got, inputs):
+        if name not in ("y", "dx"):
+            return []
+        expected = reference(inputs)[0]  # y or dx
+        atol, rtol = tolerance(inputs)[name]
+        wrong = ~((got.double() - expected).abs() <= atol + rtol * expected.abs()).all(dim=-1)
+        if not wrong.any():
+            return []
+        first = int(wrong.double().argmax())
+        row = inputs["rows"] - got.shape[0] + first  # the rows that come back are the last ones
+        line = offset_wraps(row, inputs["tile"].shape[-1]) if wrong[first:].all() else None
+        return [f"{name} is wrong from row {row} on: {line}"] if line else []
+    return diagnose
+
+
 OPS = {
-    "forward": Op(nan_filled(_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(), _forward_tolerance),
-    "backward": Op(nan_filled(_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3), _backward_tolerance),
+    "forward": Op(nan_filled(_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(), _forward_tolerance,
+                  diagnose=model_reading(forward_slips, _forward_reference, FORWARD_OUTPUTS, _forward_tolerance)),
+    "backward": Op(nan_filled(_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3), _backward_tolerance,
+                   diagnose=model_reading(_gradient_slips, _gradients_reference, GRADIENTS, _backward_tolerance)),
     "no_affine": Op(nan_filled(_no_affine), _no_affine_reference, ("y",), dtypes_like("x"), _forward_tolerance),
     "gradcheck": gradcheck_op(nan_filled(_gradcheck), GRADCHECK_INPUTS),
     "backward_op": Op(nan_filled(compiled_backward), _gradients_reference, GRADIENTS, dtypes_like("x", 3),
                       _backward_tolerance),
     "overflow_forward": Op(nan_filled(_overflow_forward), _overflow_forward_reference, FORWARD_OUTPUTS,
-                           forward_dtypes("tile"), _forward_tolerance),
+                           forward_dtypes("tile"), _forward_tolerance,
+                           diagnose=_rows_cut(_overflow_forward_reference, _forward_tolerance)),
     "overflow_backward": Op(nan_filled(_overflow_backward), _overflow_backward_reference, GRADIENTS,
-                            dtypes_like("tile", 3), _overflow_backward_tolerance),
+                            dtypes_like("tile", 3), _overflow_backward_tolerance,
+                            diagnose=_rows_cut(_overflow_backward_reference, _overflow_backward_tolerance)),
 }
 
 

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, POISON, ROTATED, ZERO_AT, Case
 from course.harness import nan_filled
+from course.hints import model_reading
 from course.ops import Op, dtypes_like, exact, gradients
 
 from ..common.error_cases import error_case
@@ -127,6 +128,25 @@ def _bytes_reference(inputs):
     return (torch.tensor([_bytes(inputs["op"], inputs["rows"], inputs["cols"], inputs["dtype"])], dtype=torch.float64),)
 
 
+def _bytes_slips(name, inputs):
+    """The count as the usual slips make it: a tensor or the statistics left out, elements
+    counted for bytes, the statistics counted in x's dtype."""
+    rows, cols, dtype = inputs["rows"], inputs["cols"], inputs["dtype"]
+    element, stats = _element_bytes(dtype), _element_bytes(STATS_DTYPE[dtype])
+    right = _bytes(inputs["op"], rows, cols, dtype)
+    tensors = 2 if inputs["op"] == "forward_bytes" else 3
+    check = "check that every tensor the op reads or writes is counted, once"
+    slips = {
+        f"bytes is the count without the mean and rstd of each row: {check}": right - stats * 2 * rows,
+        f"bytes is the count of {tensors - 1} tensors of rows × D, not {tensors}: {check}": right - element * rows * cols,
+        "bytes is the count of elements, not of bytes: check the size each element takes":
+            tensors * rows * cols + tensors * cols + 2 * rows,
+        "bytes counts the mean and rstd in x's dtype: they are kept in float32 (float64 for float64 x)":
+            right + (element - stats) * 2 * rows,
+    }
+    return {line: torch.tensor([count], dtype=torch.float64) for line, count in slips.items()}
+
+
 # The tolerances: common/layernorm_tests.py's model (day04's), with a row's |mean| / std read
 # from its rstd.
 
@@ -145,7 +165,7 @@ def _backward_tolerance(inputs):
 
 
 _BYTES = Op(nan_filled(_call_bytes), _bytes_reference, ("bytes",), lambda inputs: (torch.float64,), exact,
-            host_outputs=("bytes",))  # exact counts
+            host_outputs=("bytes",), diagnose=model_reading(_bytes_slips, _bytes_reference, ("bytes",), exact))
 OPS = {
     "forward": Op(nan_filled(_call_forward), _forward_reference, FORWARD_OUTPUTS, forward_dtypes(),
                   _forward_tolerance),

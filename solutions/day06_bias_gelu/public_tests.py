@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, Case, standard_normal
 from course.harness import nan_filled
-from course.hints import followed_model, model_reading
+from course.hints import followed_model, model_reading, one_strip
 from course.ops import EXACT, Op, dtypes_like, gradcheck_op, gradients, jacobian_probe
 
 from ..common.error_cases import error_case, spoil
@@ -269,8 +269,22 @@ def _derivative(u, approximate):
     return grad
 
 
+def _diagnose_dbias(got, inputs):
+    """dbias as the sum of only the first or last rows' terms dy · gelu'(u): the other strips'
+    partial sums not added in (course.hints.one_strip)."""
+    cols = inputs["x"].shape[-1] if inputs["x"].dim() else 0
+    if not cols or not inputs["x"].numel():
+        return []
+    u = (inputs["x"].double() + inputs["bias"].double()).reshape(-1, cols)
+    terms = inputs["dy"].double().reshape(-1, cols) * _derivative(u, inputs["approximate"])
+    return one_strip("dbias", got, terms, *_gradient_tolerance(inputs)["dbias"])
+
+
 def _diagnose_dx(name, got, inputs):
-    """The slip of gelu'(u) that a wrong dx follows, named (course.hints.followed_model)."""
+    """The slip of gelu'(u) that a wrong dx follows, named (course.hints.followed_model); a
+    dbias of one strip's rows."""
+    if name == "dbias":
+        return _diagnose_dbias(got, inputs)
     cols = got.shape[-1] if got.dim() else 0
     if name != "dx" or not cols or not got.numel():
         return []

@@ -109,9 +109,80 @@ def _softmax_tolerance(inputs):
     return max(_smallest_subnormal(x.dtype), 2.0 ** -126), relative
 
 
+# ---- what a wrong output says ----
+
+EXP_LIMIT = math.log(torch.finfo(torch.float32).max)  # exp of anything larger overflows float32: 88.72
+
+
+def _programs_overlap(name, got, inputs):
+    """Only the first K elements written, in memory order, the rest NaN: the programs cover K
+    elements, not n. Where K is the programs' count - 1 plus a power of two, their blocks overlap."""
+    flat = got.reshape(-1)
+    n = flat.numel()
+    unwritten = torch.isnan(flat.double())
+    if n < 2 or not unwritten.any():
+        return []
+    written = int(unwritten.double().argmax())  # the first NaN
+    if written == 0 or not unwritten[written:].all():
+        return []
+    sizes = [1 << k for k in range(4, 18) if -(-n // (1 << k)) - 1 + (1 << k) == written]
+    cover = (f": {written} is {-(-n // sizes[0])} programs - 1 + a block of {sizes[0]}, what blocks of {sizes[0]} "
+             "that overlap cover" if sizes else "")
+    return [f"only the first {written} of the {n} elements were written, the rest are NaN{cover}; check where each "
+            "program's block starts and how many programs there are"]
+
+
+def _rows_of(t, inputs):
+    cols = inputs["x"].shape[-1]
+    return t.double().reshape(-1, cols)
+
+
+def _close(got, model, atol, rtol):
+    """Where got is within the tolerance of model (NaN is not)."""
+    return (got - model).abs() <= atol + rtol * model.abs()
+
+
+def _sum_leaked(got, expected, atol, rtol):
+    """[a line] where most wrong rows are the right row times a factor below 1 of their own: the
+    row's sum of exponentials is larger than its own, so values from outside the row are in it."""
+    wrong = ~_close(got, expected, atol, rtol).all(dim=1)
+    usable = (expected > 0) & (got > 0) & (expected != NAN_MARK)
+    factor = torch.where(usable, got / expected.where(usable, 1.0), float("nan")).nanmedian(dim=1).values
+    scaled = wrong & (factor < 1 - rtol) & _close(got, factor[:, None] * expected, atol, rtol).all(dim=1)
+    count, of = int(scaled.sum()), int(wrong.sum())
+    if count < max(2, of / 2):
+        return []
+    return [f"{count} of the {of} wrong rows are the right row times a factor below 1 of their own "
+            f"({factor[scaled].min():.3g} to {factor[scaled].max():.3g}): each such row's sum is larger than its "
+            "own, as if values from outside the row were added in; check what the lanes past the row's end load"]
+
+
+def _overflowed(got, expected, x, atol, rtol):
+    """[a line] where every wrong row is NaN at its entries whose exp overflows float32 and 0
+    elsewhere: exp(x) is inf there, and so is the row's sum."""
+    wrong = ~_close(got, expected, atol, rtol).all(dim=1)
+    over = x[wrong] > EXP_LIMIT
+    if not wrong.any() or not torch.equal(torch.isnan(got[wrong]), over) or (got[wrong][~over].abs() > atol).any():
+        return []
+    return [f"every wrong row ({int(wrong.sum())} of {got.shape[0]}) is NaN at its entries above {EXP_LIMIT:.4g} and "
+            "0 elsewhere: exp of those entries overflows float32, and so does the row's sum; check what exp is taken "
+            "of"]
+
+
+def _read_softmax(name, got, inputs):
+    if not got.numel():
+        return []
+    expected, x = _rows_of(_softmax_reference(inputs)[0], inputs), _rows_of(inputs["x"], inputs)
+    atol, rtol = _softmax_tolerance(inputs)
+    got = _rows_of(got, inputs)
+    return _sum_leaked(got, expected, atol, rtol) or _overflowed(got, expected, x, atol, rtol)
+
+
 OPS = {
-    "add": Op(nan_filled(_add), _add_reference, ("out",), dtypes_like("x"), _add_tolerance),
-    "softmax": Op(nan_filled(_softmax), _softmax_reference, ("y",), dtypes_like("x"), _softmax_tolerance),
+    "add": Op(nan_filled(_add), _add_reference, ("out",), dtypes_like("x"), _add_tolerance,
+              diagnose=_programs_overlap),
+    "softmax": Op(nan_filled(_softmax), _softmax_reference, ("y",), dtypes_like("x"), _softmax_tolerance,
+                  diagnose=_read_softmax),
 }
 
 

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
+from course.hints import model_reading, sixteen_bit_grid
 from course.ops import Op, flag, gradients
 
 from ..common.error_cases import error_case, spoil
@@ -305,6 +306,89 @@ def _dtypes(*kinds):
 
 
 QUANT_EXACT = (("q", EXACT_SHARE),)
+
+
+# ---- what a wrong q or scale says: a model of the usual slip, and what the scale reads back to ----
+
+def _quantized64(inputs):
+    """The rows the quantization normalizes, in float64: x, or x + residual rounded to the dtype,
+    or (compiled) the block's rms_norm output rounded to it."""
+    if inputs["op"] == "residual":
+        return _residual_reference(inputs)[2]
+    if inputs["op"] == "compiled":
+        return _compiled_reference(inputs)[0].to(inputs["x"].dtype).double()
+    return inputs["x"].double()
+
+
+def _quant_slips(name, inputs):
+    """q and scale as the usual slip makes them: the max taken of |x · rstd|, before the weight."""
+    if name not in ("q", "scale"):
+        return {}
+    x = _quantized64(inputs)
+    normalized = x * _rstd64(x, inputs["eps"])
+    y = normalized * inputs["weight"].double()
+    scale = normalized.abs().amax(-1, keepdim=True) / 127
+    q = torch.where(scale == 0, 0.0, torch.round(y / torch.where(scale == 0, 1.0, scale))).clamp(-127, 127)
+    line = (f"{name} matches a quantization whose scale is max|x · rstd| / 127, taken before the weight is "
+            "applied: check what the max is taken of")
+    return {line: q if name == "q" else scale.squeeze(-1)}
+
+
+SUM_READ_BACK = 4e-6  # how far float32's roundings (rstd, y, the max, / 127) move the sum read back, relative
+
+
+def _sums_read_back(got, inputs):
+    """(the sum of squares each row's scale implies, its uncertainty, the row's own sum, where
+    the scale differs from the reference's): scale = max|x · w| · rstd / 127, rstd = 1 / sqrt(sum / D
+    + eps), read back. NaN where the scale cannot be read (a row of zeros, a scale of 0)."""
+    x = _quantized64(inputs).reshape(-1, inputs["x"].shape[-1])
+    cols, eps = x.shape[-1], inputs["eps"]
+    peak = (x * inputs["weight"].double()).abs().amax(-1)
+    scale = got.double().reshape(-1)
+    readable = (peak > 0) & (scale > 0) & torch.isfinite(scale)
+    rstd = torch.where(readable, 127 * scale / torch.where(readable, peak, 1.0), float("nan"))
+    implied = cols * (rstd ** -2 - eps)
+    right = _quant_reference(inputs, x)[1].reshape(-1)
+    atol, rtol = _quant_tolerance(inputs)["scale"]
+    wrong = ~((scale - right).abs() <= atol + rtol * right.abs())
+    return implied, SUM_READ_BACK * (implied + cols * eps), (x * x).sum(-1), wrong
+
+
+def _read_scale(got, inputs):
+    """What a wrong scale reads back to: a sum of squares kept in 16 bits (on its grid, or past
+    float16's largest where the scale came out 0), or one larger than the row's own."""
+    implied, uncertainty, own, wrong = _sums_read_back(got, inputs)
+    if wrong.sum() < 2:
+        return []
+    overflowed = wrong & (got.double().reshape(-1) == 0) & (own > torch.finfo(torch.float16).max)
+    grid = sixteen_bit_grid(implied[wrong & ~overflowed], uncertainty[wrong & ~overflowed])
+    if grid is not None or (overflowed == wrong).all():
+        kept = grid or torch.float16
+        past = (f"; the scale is 0 in {int(overflowed.sum())} rows whose sum passes {torch.finfo(kept).max:g}, "
+                f"{kept}'s largest" if overflowed.any() else "")
+        return [f"each wrong scale reads back to a sum of squares on {kept}'s grid{past}: the sum of squares is "
+                f"kept in {kept}; check the type each sum is kept in"]
+    read = wrong & torch.isfinite(implied)
+    excess = (implied - own)[read] / own[read]
+    if read.sum() >= max(2, wrong.sum() / 2) and (excess > 8 * SUM_READ_BACK).all():
+        return [f"each wrong scale reads back to a sum of squares larger than its row's own (by {excess.min():.3g} "
+                f"to {excess.max():.3g} of it): values from outside the row are added in; check what the lanes past "
+                "the row's end load"]
+    return []
+
+
+def _diagnose_quant(reference):
+    """The slip's model where q or scale follows it; else what a wrong scale reads back to."""
+    slips = model_reading(_quant_slips, reference, ("q", "scale"), _quant_tolerance)
+
+    def diagnose(name, got, inputs):
+        found = slips(name, got, inputs)
+        if found or name != "scale" or inputs["op"] == "compiled" or not got.numel():
+            return found
+        return _read_scale(got, inputs)
+    return diagnose
+
+
 OPS = {
     "forward": Op(nan_filled(_call_forward), _forward_reference, ("y", "rstd"), _dtypes("x", "stats"),
                   _forward_tolerance),
@@ -315,14 +399,16 @@ OPS = {
     "autograd_no_weight": Op(nan_filled(_call_autograd_no_weight), lambda inputs: _autograd_reference(inputs)[:1],
                              ("dx",), _dtypes("x"), lambda inputs: {"dx": _backward_tolerance(inputs)["dx"]}),
     "quant": Op(nan_filled(_call_quant), _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
-                _quant_tolerance, QUANT_EXACT),
+                _quant_tolerance, QUANT_EXACT, diagnose=_diagnose_quant(_quant_reference)),
     "residual": Op(nan_filled(_call_residual), _residual_reference, ("q", "scale", "residual"),
-                   _dtypes("int8", "float32", "x"), _quant_tolerance, QUANT_EXACT, in_place=("residual",)),
+                   _dtypes("int8", "float32", "x"), _quant_tolerance, QUANT_EXACT, in_place=("residual",),
+                   diagnose=_diagnose_quant(_residual_reference)),
     "opcheck": flag(_call_opcheck, "opcheck"),
     "compiled": Op(_call_compiled, _compiled_reference, ("y", "q", "scale"), _dtypes("x", "int8", "float32"),
-                   _compiled_tolerance, QUANT_EXACT),
+                   _compiled_tolerance, QUANT_EXACT,
+                   diagnose=model_reading(_quant_slips, _compiled_reference, ("y", "q", "scale"), _compiled_tolerance)),
     "perf_quant": Op(_call_quant_as_users_do, _quant_reference, ("q", "scale"), _dtypes("int8", "float32"),
-                     _quant_tolerance, QUANT_EXACT),
+                     _quant_tolerance, QUANT_EXACT, diagnose=_diagnose_quant(_quant_reference)),
     "perf_autograd": Op(_call_autograd, _autograd_reference, ("dx", "dweight"), _dtypes("x", "x"),
                         _backward_tolerance),
 }
