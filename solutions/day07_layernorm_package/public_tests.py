@@ -407,6 +407,10 @@ def _error(name, words, device="cpu", **bad):
                       op="forward", bad=bad)
 
 
+# The cases that start a new Python (a few seconds each, torch's import): the grader's own tests
+# grade a wrong submission without them unless it loses them.
+NEW_PROCESS_CASES = ("cpu_fresh_import", "cpu_import_under_other_torch")
+
 PERF_NEEDS = ("cuda_forward_*", "cuda_backward_*", "cuda_autograd_*")
 # 256 MB of fp32 per tensor: the GPU's time, not the host's, decides. A call's host time (autograd
 # hands the backward to a thread of its own) varies between runs; at half these rows it could
