@@ -3,6 +3,7 @@ against, and the installed package, told it was built against another torch, ref
 with an ImportError naming both versions, before its library loads. The session's build of the
 reference (tests/helpers.py) is reused: no wheel is built here."""
 
+import glob
 import os
 import shutil
 import subprocess
@@ -22,8 +23,11 @@ def _major_minor(version: str) -> str:
 
 
 def test_a_build_recorded_under_another_torch_refuses_to_import_naming_both(build_root, tmp_path):
-    built_unit(UNIT, "solution", build_root)
-    installed = os.path.dirname(sys.modules[PACKAGE].__file__)
+    _, source_dir = built_unit(UNIT, "solution", build_root)
+    # Where the reference's wheel was installed (a folder per build): not the package this process
+    # imported last, which may be another test's build.
+    prefixes = glob.glob(os.path.join(os.path.dirname(source_dir), "build", "prefix.*"))
+    installed = os.path.join(max(prefixes, key=os.path.getmtime), PACKAGE)
     with open(os.path.join(installed, "_build_info.py")) as handle:
         assert f'TORCH_VERSION = "{torch.__version__}"' in handle.read()  # what setup.py recorded
     copy = tmp_path / PACKAGE
