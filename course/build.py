@@ -329,6 +329,8 @@ def read_built(plan: Plan, build_dir: str, returncode: int, log: str) -> Built:
     """What the build child left in build_dir, or BuildError with its errors."""
     result = os.path.join(build_dir, "built.json")
     if returncode != 0 or not os.path.exists(result):
+        if plan.build == "wheel":
+            raise package_build_error(f"build of {plan.name} failed", log)
         raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
     try:  # the build ran the student's setup.py, which could have written this file too
         with open(result) as handle:
