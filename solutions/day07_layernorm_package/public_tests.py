@@ -18,7 +18,7 @@ the path). A case's inputs name what it runs ("op"):
 - on_inputs_gpu: forward and backward through autograd with every input on the second GPU
   (cuda:1): every output there too, and right (not run where there is one GPU);
 - perf cases time forward + backward through autograd against F.layer_norm's;
-- fresh_import: the installed package imported in a new Python process, its operators there;
+- fresh_import: the installed package imported in a new Python process (which loads its _C);
 - other_torch: the same where torch says it is the next minor release: an ImportError naming both
   versions and saying to rebuild, not a crash;
 - ci_workflow: the package's .github/workflows/ci.yml, read (never run): a job that builds the
@@ -33,9 +33,8 @@ import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
-from course.ops import Op, dtypes_like, flag, gradients
-
 from course.loading import package_source
+from course.ops import Op, dtypes_like, flag, gradients
 
 from ..common.error_cases import error_case, spoil
 from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENTS, autograd_gradients64,
@@ -183,8 +182,9 @@ def _call_on_inputs_gpu(ext, inputs):
 
 
 def _call_fresh_import(ext, inputs):
-    """What a user's script does: import the installed package in a new Python; its operators are there."""
-    outcome, stderr = import_fresh(PACKAGE)
+    """What a user's script does: import the installed package in a new Python (its __init__ loads
+    _C, which registers the operators)."""
+    outcome, _ = import_fresh(PACKAGE)
     if outcome["raised"]:
         raise AssertionError(f"`import {PACKAGE}` in a new Python raised {outcome['raised']}: {outcome['message']}")
     return torch.tensor(True)
