@@ -21,28 +21,27 @@ MAX_FILE_BYTES = 256 << 20  # a file past this defines no kernel: it is not read
 _TRANSFERS = ("Memcpy", "Memset")  # how the profiler names copies and fills the driver does
 
 
-def _elf_sections(data: bytes) -> dict[str, bytes]:
-    """{section name: its bytes} of a 64-bit little-endian ELF file; {} for anything else."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+def elf_sections(data: bytes) -> dict[str, bytes]:
+    """{section name: its bytes} of a 64-bit little-endian ELF file (a library, a cubin); {}
+    for anything else, or where its headers point outside it."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return {}
-    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    (table,) = struct.unpack_from("<Q", data, 0x28)
     entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
     headers = []
     for index in range(count):
-        start = shoff + index * entry_size
-        if start + 64 > len(data):
+        start = table + index * entry_size
+        if entry_size < 64 or start + 64 > len(data):
             return {}
         name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", data, start)
         headers.append((name, offset, size))
     if names_index >= len(headers):
         return {}
-    _, names_offset, names_size = headers[names_index]
-    names = data[names_offset : names_offset + names_size]
-    sections = {}
-    for name, offset, size in headers:
-        label = names[name : names.find(b"\0", name)].decode("ascii", "replace")
-        sections[label] = data[offset : offset + size]
-    return sections
+    names = data[headers[names_index][1] : headers[names_index][1] + headers[names_index][2]]
+    return {
+        names[name : names.find(b"\0", name)].decode("ascii", "replace"): data[offset : offset + size]
+        for name, offset, size in headers
+    }
 
 
 def mangled_identifier(mangled: str) -> str:
@@ -66,7 +65,7 @@ def library_kernels(path: str) -> set[str]:
     with open(path, "rb") as handle:
         data = handle.read()
     found = set()
-    for name, contents in _elf_sections(data).items():
+    for name, contents in elf_sections(data).items():
         if name.startswith(".rodata"):
             found.update(mangled_identifier(m.decode("ascii")) for m in _MANGLED.findall(contents))
     found.discard("")

@@ -17,32 +17,11 @@ from __future__ import annotations
 
 import struct
 
+from course.kernel_names import elf_sections
+
 FATBIN_MAGIC = 0xBA55ED50
 _ELF_ENTRY = 2  # an entry's kind: 1 PTX, 2 ELF
 _STT_FUNC, _STO_CUDA_ENTRY = 2, 0x10
-
-
-def elf_sections(data: bytes) -> dict[str, bytes]:
-    """{section name: its bytes} of a 64-bit little-endian ELF file (a library, a cubin); {}
-    for anything else, or where its headers point outside it."""
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return {}
-    (table,) = struct.unpack_from("<Q", data, 0x28)
-    entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
-    headers = []
-    for index in range(count):
-        start = table + index * entry_size
-        if entry_size < 64 or start + 64 > len(data):
-            return {}
-        name, _, _, _, offset, size = struct.unpack_from("<IIQQQQ", data, start)
-        headers.append((name, offset, size))
-    if names_index >= len(headers):
-        return {}
-    names = data[headers[names_index][1] : headers[names_index][1] + headers[names_index][2]]
-    return {
-        names[name : names.find(b"\0", name)].decode("ascii", "replace"): data[offset : offset + size]
-        for name, offset, size in headers
-    }
 
 
 def _fatbin_entries(section: bytes):
