@@ -194,8 +194,19 @@ def _pip(*args: str, verbose: bool) -> str:
     if verbose:
         print(log)
     if result.returncode != 0:
-        raise BuildError(f"pip {args[0]} failed: {hint_for(log)}", log, first_errors(log))
+        raise package_build_error(f"pip {args[0]} failed", log)
     return log
+
+
+def package_build_error(what: str, log: str) -> BuildError:
+    """A failed build of a package. Where its pyproject.toml or setup.py still holds a TODO (pip
+    quotes the value it refused, setup.py's traceback the TODO it raised), the TODOs are its errors."""
+    from course.todos import parse
+
+    todos = [todo.line.rstrip("'\"") for todo in parse(log)]  # pip quotes the value it refused
+    if todos:
+        return BuildError(f"{what}: the package's build files hold TODOs still to write", log, todos)
+    return BuildError(f"{what}: {hint_for(log)}", log, first_errors(log))
 
 
 def build_wheel(package_dir: str, build_dir: str, *, verbose: bool = False) -> str:
@@ -266,8 +277,7 @@ def install_editable(package_dir: str, *, echo=print) -> str:
         if progress:
             echo(progress)
     if process.wait() != 0:
-        log = "".join(lines)
-        raise BuildError(f"pip install -e failed: {hint_for(log)}", log, first_errors(log))
+        raise package_build_error("pip install -e failed", "".join(lines))
     return os.path.abspath(package_dir)
 
 
@@ -319,6 +329,8 @@ def read_built(plan: Plan, build_dir: str, returncode: int, log: str) -> Built:
     """What the build child left in build_dir, or BuildError with its errors."""
     result = os.path.join(build_dir, "built.json")
     if returncode != 0 or not os.path.exists(result):
+        if plan.build == "wheel":
+            raise package_build_error(f"build of {plan.name} failed", log)
         raise BuildError(f"build of {plan.name} failed: {hint_for(log)}", log, first_errors(log))
     try:  # the build ran the student's setup.py, which could have written this file too
         with open(result) as handle:

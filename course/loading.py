@@ -30,6 +30,13 @@ from course.build import LIB_EXT, Built, Plan
 
 _loaded_ops: dict[str, tuple[ctypes.CDLL, str]] = {}  # namespace: (handle, path) of its library
 _loaded_prefixes: dict[str, str] = {}  # package: the folder it was imported from
+_package_sources: dict[str, str] = {}  # package: the folder it was built from
+
+
+def package_source(package: str) -> str:
+    """The folder the loaded `package` was built from, with what a wheel leaves out (its
+    pyproject.toml, tests/, .github/): a suite's checks of the package's own files read them there."""
+    return _package_sources[package]
 
 
 def _forget_loaded_module(name: str) -> None:
@@ -219,6 +226,7 @@ def load(plan: Plan, built: Built, source_dir: str):
     the compiled module, torch.ops.<namespace> or the package."""
     if plan.build == "wheel":
         module = import_package(plan.package, built.prefix, plan.namespace)
+        _package_sources[plan.package] = os.path.abspath(source_dir)
         if plan.load == "torch_ops":
             import torch
 

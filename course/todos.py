@@ -3,7 +3,8 @@
 Every part a student writes announces itself while it is unwritten, with a line
 "TODO(dayNN): file, function: what to write": a COURSE_TODO marker in C++ and CUDA
 (solutions/common/course_todo.h), a `todo(kernel, "TODO(...)")` call beside a Triton kernel, a
-`raise NotImplementedError("TODO(...)")` in Python. An op refuses to run while a function it runs
+`raise NotImplementedError("TODO(...)")` in Python, a quoted string in TOML and YAML (where the
+file must still parse: pip then fails on the value, or a CI step echoes it). An op refuses to run while a function it runs
 is unwritten, naming it.
 
 A unit's public suite says, in one table, which of these functions each op runs on each path
@@ -25,6 +26,9 @@ from typing import NamedTuple
 _TODO_LINE = re.compile(r"TODO\((day\d+)\): ([^,\n]+), ((?:(?!: )[^\n])+): ?([^\n]*)")
 # A COURSE_TODO line of C++ (not one quoted in a comment).
 _COURSE_TODO = re.compile(r'^\s*COURSE_TODO(?:_CPU|_CUDA)?\("(day\d+): ?([^"]*)"', re.MULTILINE)
+# A TODO of a configuration file: a quoted string (not one in a comment).
+_QUOTED_TODO = re.compile(r'^[^#\n]*"(TODO\(day\d+\): [^"\n]*)"', re.MULTILINE)
+CONFIG_FILES = (".toml", ".yml", ".yaml")
 
 
 class Todo(NamedTuple):
@@ -72,6 +76,8 @@ def todo_lines(name: str, text: str) -> list[str]:
     """The TODO lines of source file `name` holding `text`, in order."""
     if name.endswith(".py"):
         return _python_todos(text)
+    if name.endswith(CONFIG_FILES):
+        return _QUOTED_TODO.findall(text)
     return [f"TODO({day}): {what.strip()}" for day, what in _COURSE_TODO.findall(text)]
 
 

@@ -25,6 +25,7 @@ from autograder.stages.plan import memory_short
 from course.cases import needed
 from course.sanitize import SANITIZER, find_sanitizer
 from course.spec import mutants, units
+from course.todos import todo_lines
 
 pytestmark = pytest.mark.autograder
 UNITS = [u for u in units.all_units() if u.has_tests()]
@@ -76,9 +77,10 @@ def test_reference_gets_full_marks(unit, tmp_path):
 def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
     """Points for the build, and for the cases no TODO stands in the way of: where the suite
     says which functions each op runs, exactly those cases; else the CPU ones of days whose CPU
-    code is given. Every other test fails naming a TODO."""
+    code is given. Every other test fails naming a TODO. A package's build files are written
+    (its raw template fails to build: the test after this one)."""
     skip_without_gpu_if_gpu_only(unit)
-    unit.write("template", str(tmp_path / "submission"))
+    unit.write("buildable", str(tmp_path / "submission"))
     result, _ = _grade(unit, tmp_path / "submission", tmp_path)
     passed = {t.name for t in result.tests if t.passed}
     spec = unit.tests()
@@ -120,29 +122,46 @@ def test_template_scores_only_the_build_and_paths_without_todos(unit, tmp_path):
     assert values and all(f"TODO({unit.day})" in t.output for t in values), explain(result)
 
 
+@pytest.mark.parametrize("unit", [u for u in UNITS if u.build_files], ids=lambda u: u.name)
+def test_template_with_build_files_to_write_fails_its_build_naming_the_first_todo(unit, tmp_path):
+    """A package's starter: its pyproject.toml and setup.py are valid files whose values are
+    TODOs, so pip stops at once, and the build's entry says what to write first; nothing runs."""
+    unit.write("template", str(tmp_path / "submission"))
+    result, _ = _grade(unit, tmp_path / "submission", tmp_path)
+    build = next(t for t in result.tests if t.name == "build")
+    first = todo_lines(unit.build_files[0], unit.template(unit.build_files[0]))[0]
+    assert not build.passed and first in build.output, explain(result)
+    assert not any(t.passed for t in result.tests), explain(result)
+
+
 def _mutant_params():
     for unit in UNITS:  # and the planted bugs that say what they lose (a debugging lab's starter ships them)
         planted = [bug for bug in mutants.load_planted(unit).values() if bug.loses]
         for mutant in [*mutants.load(unit).values(), *planted]:
             marks = ([pytest.mark.gpu] if mutant.gpu_only else []) + ([pytest.mark.timed] if mutant.timed else [])
+            marks += [pytest.mark.slow] if mutant.slow else []
             if mutant.min_gpus > GPUS:
                 marks.append(pytest.mark.skip(reason=f"what it loses runs on {mutant.min_gpus} GPUs; {GPUS} here"))
             yield pytest.param(unit, mutant, id=f"{unit.name}:{mutant.name}", marks=marks)
 
 
-def _without_sanitizer_unless_lost(unit, mutant):
+def _without_costly_cases_unless_lost(unit, mutant):
     """The cases to grade a mutant on: all but the sanitizer's, which add minutes to a grading
-    on a GPU, unless it says it loses them (tests/test_sanitizer.py grades the planted bugs on them)."""
-    cases = unit.tests().CASES
-    sanitized = {c.name for c in cases if c.kind == SANITIZER}
-    skipped = sanitized - mutant.expected_losses(sorted(sanitized))
-    return tuple(c.name for c in cases if c.name not in skipped) if skipped else ()
+    on a GPU (tests/test_sanitizer.py grades the planted bugs on them), and those that start a new
+    Python (a suite's NEW_PROCESS_CASES: seconds each, in every mutant's grading), unless it says
+    it loses them. The reference's and the template's gradings run them all."""
+    spec = unit.tests()
+    costly = {c.name for c in spec.CASES if c.kind == SANITIZER} | set(getattr(spec, "NEW_PROCESS_CASES", ()))
+    skipped = costly - mutant.expected_losses(sorted(costly))
+    return tuple(c.name for c in spec.CASES if c.name not in skipped) if skipped else ()
 
 
 @pytest.mark.parametrize("unit, mutant", list(_mutant_params()))
 def test_mutant_loses_exactly_its_tests(unit, mutant, tmp_path):
     mutants.write(unit, mutant, str(tmp_path / "submission"))
-    result, data = _grade(unit, tmp_path / "submission", tmp_path, tests=_without_sanitizer_unless_lost(unit, mutant))
+    result, data = _grade(
+        unit, tmp_path / "submission", tmp_path, tests=_without_costly_cases_unless_lost(unit, mutant)
+    )
     ran = [t.name for t in result.tests if not t.not_run]
     either = mutant.unsettled(ran)
     assert _failed(result) - either == mutant.expected_losses(ran) - either, explain(result)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from autograder import precompiled_header
-from course.build import build_progress, compile_extension, hint_for, libstdcxx_problem
+from course.build import build_progress, compile_extension, hint_for, libstdcxx_problem, package_build_error
 from course.loading import _forget_loaded_module
 
 
@@ -115,6 +115,23 @@ def test_build_errors_with_a_known_cause_name_the_fix():
     assert "TORCH_CUDA_ARCH_LIST" in hint_for("nvcc fatal   : Unsupported gpu architecture 'compute_120'")
     assert "never defined" in hint_for("ImportError: ext.so: undefined symbol: _Z6launchv")
     assert hint_for("layernorm.cu(12): error: expected a ;").startswith("fix the first error first")
+
+
+def test_a_package_build_stopped_by_a_todo_shows_the_todo_as_its_error():
+    """pip quotes the value of pyproject.toml it refused; setup.py's traceback ends on the TODO
+    it raised. Either way the TODO line is the error a student reads, without pip's quotes."""
+    refused = (
+        "error: invalid-pyproject-build-system-requires\n"
+        "    It contains an invalid requirement: 'TODO(day07): pyproject.toml, [build-system]: requires x'\n"
+    )
+    error = package_build_error("pip wheel failed", refused)
+    assert "TODOs still to write" in error.summary
+    assert error.errors == ["TODO(day07): pyproject.toml, [build-system]: requires x"]
+    raised = "      NotImplementedError: TODO(day07): setup.py, extension: return CUDAExtension(...)\n"
+    assert package_build_error("pip wheel failed", raised).errors == [
+        "TODO(day07): setup.py, extension: return CUDAExtension(...)"
+    ]
+    assert package_build_error("pip wheel failed", "src/a.cpp:3:1: error: x").errors == ["src/a.cpp:3:1: error: x"]
 
 
 def test_cpp_compiles_use_the_precompiled_header_and_pass_over_a_broken_one(tmp_path):

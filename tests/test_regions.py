@@ -75,3 +75,24 @@ def test_a_bug_planted_twice_is_reported():
     twice = "// BEGIN BUG a\nx\n// PLANTED\ny\n// END BUG\n" * 2
     with pytest.raises(regions.RegionError, match="planted twice"):
         regions.planted_bugs(twice, "f.cu")
+
+
+CONFIG = """[project]
+# BEGIN SOLUTION
+version = "0.1.0"
+# STUB
+#| version = "TODO(day00): pyproject.toml, [project]: the version"
+# END SOLUTION
+"""
+
+
+def test_a_commented_stub_line_is_written_uncommented_in_the_template():
+    """A file that tools read as authored (a pyproject.toml) cannot hold a key twice: its stub's
+    lines are written `#| ...`, and the starter has them as plain lines."""
+    import tomllib
+
+    assert tomllib.loads(CONFIG) == {"project": {"version": "0.1.0"}}
+    assert tomllib.loads(regions.template_text(CONFIG)) == {
+        "project": {"version": "TODO(day00): pyproject.toml, [project]: the version"}
+    }
+    assert regions.solution_text(CONFIG) == '[project]\nversion = "0.1.0"\n'

@@ -270,8 +270,10 @@ def test_processes_of_a_killed_grader_end_when_the_next_uid_is_taken(tmp_path):
             ["sh", "-c", "(setsid sleep 306.5 &)"], writable=[folder], cwd=folder, env=dict(os.environ), limits=LIMITS
         )
         run.process.wait()
-        lock.close()  # its grader is gone, and never ended the sleep
+        # Asked while the lock is held: once it goes, another worker's grading may take a uid
+        # and end the sleep first, as it should.
         assert _alive("306.5")
+        lock.close()  # its grader is gone, and never ended the sleep
         taken = take_uid()
         assert taken[0] != uid and _alive("306.5") == []
     finally:

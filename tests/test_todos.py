@@ -10,6 +10,7 @@ import pytest
 
 from course.public import _failure, remaining_todos
 from course.spec import units
+from course.todos import todo_lines
 
 COMMON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "solutions", "common")
 
@@ -108,3 +109,12 @@ def test_a_day01_student_with_only_the_kernel_left_passes_the_cpu_tests(tmp_path
             else:
                 needs = "needs relu_bias_kernel (relu_bias.cu): TODO(day01) still to write"
                 assert verdict.message == needs, verdict.message
+
+
+def test_a_config_file_todo_is_a_quoted_value_and_a_commented_one_is_none():
+    """TOML and YAML hold their TODOs as quoted values, so that the file still parses: pip, or a
+    CI step, then shows the TODO. One in a comment is prose."""
+    text = '# "TODO(day07): a.toml, x: only mentioned"\nrequires = ["TODO(day07): a.toml, [build-system]: write it"]\n'
+    assert todo_lines("a.toml", text) == ["TODO(day07): a.toml, [build-system]: write it"]
+    step = '      run: |\n        echo "TODO(day07): ci.yml, build the wheel: pip wheel"\n'
+    assert todo_lines("ci.yml", step) == ["TODO(day07): ci.yml, build the wheel: pip wheel"]

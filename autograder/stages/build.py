@@ -59,9 +59,14 @@ def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
             raise BuildError(f"build of {unit.name} left a built.json that is not a regular file", log, [])
         built = read_built(unit.plan(), build_dir, code, log)
     except BuildError as error:
-        errors = student_errors(error.log, sources.source_dir, build_dir, public_roots(grading.env)) or (
-            "No error was found in your own files: the build failed outside them. Your instructor "
-            f"finds the whole log in {BUILD_LOG} beside the results."
+        todos = "\n".join(line for line in error.errors if line.startswith("TODO("))  # a build file's, unwritten
+        errors = (
+            todos
+            or student_errors(error.log, sources.source_dir, build_dir, public_roots(grading.env))
+            or (
+                "No error was found in your own files: the build failed outside them. Your instructor "
+                f"finds the whole log in {BUILD_LOG} beside the results."
+            )
         )
         test.output, test.log = "\n".join(filter(None, [error.summary, errors])), error.log
         return failed

@@ -49,6 +49,9 @@ class Mutant:
     # A debugging lab's bug (a BUG region) says what a student sees and what its tool reports:
     symptom: str = ""
     report: str = ""
+    # Its grading builds what no other test of the default run builds (a package's own build
+    # files changed: its objects and link are its own): `-m slow` runs it.
+    slow: bool = False
 
     def expected_losses(self, test_names: list[str]) -> set[str]:
         lost = {n for n in test_names if any(fnmatch.fnmatchcase(n, p) for p in self.loses)}
@@ -117,6 +120,7 @@ def load_file(path: str, regions: dict[str, dict] | None = None) -> dict[str, Mu
             _diagnosis(entry.get("diagnosis", ())),
             entry.get("symptom", ""),
             entry.get("report", ""),
+            slow=entry.get("slow", False),
         )
     return found
 

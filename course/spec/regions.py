@@ -16,7 +16,9 @@ and, for a debugging lab, the bugs the starter code ships with:
     ...what the starter code has instead: the bug, unannounced...
     // END BUG
 
-`#` works in place of `//` for Python.
+`#` works in place of `//` for Python, TOML and YAML. A file that tools read as it is authored
+(a pyproject.toml) cannot hold a key twice, in the solution and in its stub: there a stub line
+is written commented, `#| key = "..."`, and the starter has it without the `#| `.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from typing import NamedTuple
 
 _MARKER = re.compile(r"^\s*(?://|#)\s*(BEGIN SOLUTION|STUB|END SOLUTION|BEGIN BUG|PLANTED|END BUG)\s*(\w*)\s*$")
+_COMMENTED_STUB = re.compile(r"^(\s*)#\| ?", re.MULTILINE)
 _TRANSITIONS = {
     ("plain", "BEGIN SOLUTION"): "solution",
     ("solution", "STUB"): "stub",
@@ -56,12 +59,17 @@ def _split(text: str, path: str):
             raise RegionError(f"{path}:{number}: a BEGIN BUG marker names its bug: // BEGIN BUG <name>")
         if name and marker != "BEGIN BUG":
             raise RegionError(f"{path}:{number}: only BEGIN BUG takes a name, not '{marker}'")
-        yield state, block, bug
+        yield state, _uncommented(block) if state == "stub" else block, bug
         state, block, start = _TRANSITIONS[(state, marker)], [], number
         bug = name if marker == "BEGIN BUG" else (bug if state == "planted" else "")
     if state != "plain":
         raise RegionError(f"{path}:{start}: {state} block is never closed")
     yield state, block, bug
+
+
+def _uncommented(lines: list[str]) -> list[str]:
+    """A stub's lines, those written `#| ...` without that prefix."""
+    return [_COMMENTED_STUB.sub(r"\1", line, count=1) for line in lines]
 
 
 def _render(text: str, path: str, keep: set[str]) -> str:

@@ -46,6 +46,8 @@ class Unit:
     namespace: str = ""  # torch_ops: the TORCH_LIBRARY namespace
     package: str = ""  # wheel: the import name of the student's package
     profiled_kernels: tuple[str, ...] = ()  # kernels the notebook's profiler cell must report
+    # Files the build runs (a package's pyproject.toml and setup.py): their TODOs fail the build.
+    build_files: tuple[str, ...] = ()
     repo: str = REPO  # the course folder: solutions/, src_templates/ and notebooks/ in it
 
     @property
@@ -134,9 +136,14 @@ class Unit:
                 files[f"common/{entry}"] = _read(os.path.join(common, entry))
         return files
 
+    def buildable(self, file: str) -> str:
+        """The template once the build's own files are written: where a student's tests start."""
+        return self.solution(file) if file in self.build_files else self.template(file)
+
     def write(self, kind: str, dest: str) -> list[str]:
-        """Write the unit's files as `kind` ('solution' or 'template') into dest; return their paths."""
-        render = self.solution if kind == "solution" else self.template
+        """Write the unit's files as `kind` ('solution', 'template' or 'buildable') into dest;
+        return their paths."""
+        render = {"solution": self.solution, "template": self.template, "buildable": self.buildable}[kind]
         paths = []
         for file in self.files:
             path = os.path.join(dest, file)
@@ -168,6 +175,7 @@ def load(name: str, repo: str = REPO) -> Unit:
         namespace=data.get("namespace", ""),
         package=data.get("package", ""),
         profiled_kernels=tuple(data.get("notebook", {}).get("profiled_kernels", ())),
+        build_files=tuple(data.get("build_files", ())),
         repo=repo,
     )
     if unit.build not in BUILD_KINDS or unit.load not in LOAD_KINDS:
@@ -179,6 +187,8 @@ def load(name: str, repo: str = REPO) -> Unit:
         raise ValueError(f"{path}: load = 'torch_ops' needs namespace = '<the TORCH_LIBRARY namespace>'")
     if unit.build == "wheel" and not unit.package:
         raise ValueError(f"{path}: build = 'wheel' needs package = '<the package's import name>'")
+    if not set(unit.build_files) <= set(unit.sources):
+        raise ValueError(f"{path}: build_files must be among the unit's sources")
     return unit
 
 

@@ -17,16 +17,23 @@ the path). A case's inputs name what it runs ("op"):
 - memory: the growth of torch.cuda.memory_allocated over many forward and backward calls;
 - on_inputs_gpu: forward and backward through autograd with every input on the second GPU
   (cuda:1): every output there too, and right (not run where there is one GPU);
-- perf cases time forward + backward through autograd against F.layer_norm's.
+- perf cases time forward + backward through autograd against F.layer_norm's;
+- fresh_import: the installed package imported in a new Python process (which loads its _C);
+- other_torch: the same where torch says it is the next minor release: an ImportError naming both
+  versions and saying to rebuild, not a crash;
+- ci_workflow: the package's .github/workflows/ci.yml, read (never run): a job that builds the
+  wheel, then runs the package's tests.
 """
 import importlib
 import math
+import os
 
 import torch
 import torch.nn.functional as F
 
 from course.cases import FULL_AT, INPUTS_UNCHANGED, ZERO_AT, Case, standard_normal
 from course.harness import nan_filled
+from course.loading import package_source
 from course.ops import Op, dtypes_like, flag, gradients
 
 from ..common.error_cases import error_case, spoil
@@ -35,10 +42,12 @@ from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENT
                                       formula_gradients, layer_norm64, random_affine, random_dy, random_x,
                                       saved_statistics, values_case)
 from ..common.layouts import LAYOUTS, misaligned
+from ..common.package_checks import import_fresh, other_torch_problem, workflow_problem
 
 UNIT = "day07_layernorm_package"
 PACKAGE = "fast_layernorm"
 MEMORY_CALLS = 1000
+WORKFLOW = ".github/workflows/ci.yml"
 
 
 def package():
@@ -172,6 +181,29 @@ def _call_on_inputs_gpu(ext, inputs):
     return y, dx, dgamma, dbeta
 
 
+def _call_fresh_import(ext, inputs):
+    """What a user's script does: import the installed package in a new Python (its __init__ loads
+    _C, which registers the operators)."""
+    outcome, _ = import_fresh(PACKAGE)
+    if outcome["raised"]:
+        raise AssertionError(f"`import {PACKAGE}` in a new Python raised {outcome['raised']}: {outcome['message']}")
+    return torch.tensor(True)
+
+
+def _call_other_torch(ext, inputs):
+    problem = other_torch_problem(PACKAGE)
+    if problem:
+        raise AssertionError(problem)
+    return torch.tensor(True)
+
+
+def _call_ci_workflow(ext, inputs):
+    problem = workflow_problem(os.path.join(package_source(PACKAGE), WORKFLOW))
+    if problem:
+        raise AssertionError(f"{WORKFLOW}: {problem}")
+    return torch.tensor(True)
+
+
 def _call_perf(ext, inputs):
     """What users run: forward and backward through autograd."""
     leaves = tuple(inputs[name].detach().requires_grad_() for name in ("x", "gamma", "beta"))
@@ -284,6 +316,9 @@ OPS = {
     "state_dict": Op(_call_state_dict, _state_dict_reference, ("y", "y_torch"), dtypes_like("x", 2),
                      _state_dict_tolerance),
     "memory": flag(_call_memory, "memory_unchanged"),
+    "fresh_import": flag(_call_fresh_import, "imported"),
+    "other_torch": flag(_call_other_torch, "refused_with_both_versions"),
+    "ci_workflow": flag(_call_ci_workflow, "workflow_builds_and_tests"),
     "on_inputs_gpu": Op(nan_filled(_call_on_inputs_gpu), _on_inputs_gpu_reference, ("y", *GRADIENTS),
                         dtypes_like("x", 4), _on_inputs_gpu_tolerance),
     "perf": Op(_call_perf, lambda inputs: autograd_gradients64(inputs["x"], inputs["gamma"], inputs["beta"],
@@ -320,6 +355,10 @@ FUNCTIONS_RUN = {
     "compiled": _and(AUTOGRAD, FAKES, MODULE),
     "state_dict": _and(MODULE),  # under no_grad
     "memory": _and(AUTOGRAD, MODULE),
+    # The packaging (pyproject.toml, setup.py) is not here: the build waits on it, so every case does.
+    "fresh_import": {},
+    "other_torch": {"cpu": ("fast_layernorm/__init__.py, check_torch_version",)},
+    "ci_workflow": {"cpu": (f"{WORKFLOW}, build the wheel", f"{WORKFLOW}, run the tests")},
 }
 
 
@@ -341,6 +380,12 @@ HINTS = {
     "on_inputs_gpu": "launch on x's GPU and its current stream: a c10::cuda::CUDAGuard on x.device() before "
                      "getCurrentCUDAStream() and the launch",
     "weight_none": "a missing weight counts as ones, a missing bias as zeros",
+    "fresh_import": "the wheel holds the package and its _C library (pyproject.toml's packages, setup.py's "
+                    "extension named fast_layernorm._C), and __init__.py loads _C from its own folder",
+    "other_torch": "check_torch_version: compare major.minor of the torch setup.py recorded with torch.__version__ "
+                   "before the library loads; raise ImportError naming both and saying to rebuild",
+    "ci_workflow": "a job with runs-on whose steps build the wheel (pip wheel --no-build-isolation), then run "
+                   "pytest on tests/ against the installed wheel",
 }
 
 
@@ -350,10 +395,21 @@ def _case(name, device, op, shape, dtype=torch.float32, hint="", checks=(INPUTS_
                        group=group, op=op, **params)
 
 
+def _package_case(name, op):
+    """A check of the package as users meet it, not of its values: a new Python process may take a
+    while to import torch."""
+    return Case(f"cpu_{name}", "cpu_package", "cpu", 1.0, dict(op=op, shape=(1, 1), dtype=torch.float32),
+                hint=HINTS[op], timeout=120.0)
+
+
 def _error(name, words, device="cpu", **bad):
     return error_case(name, words, CHECK_HINT, ("x", "normalized_shape", "weight", "bias", "eps"), device=device,
                       op="forward", bad=bad)
 
+
+# The cases that start a new Python (a few seconds each, torch's import): the grader's own tests
+# grade a wrong submission without them unless it loses them.
+NEW_PROCESS_CASES = ("cpu_fresh_import", "cpu_import_under_other_torch")
 
 PERF_NEEDS = ("cuda_forward_*", "cuda_backward_*", "cuda_autograd_*")
 # 256 MB of fp32 per tensor: the GPU's time, not the host's, decides. A call's host time (autograd
@@ -375,6 +431,9 @@ CASES = [
     _case("autograd_fp32", "cuda", "autograd", (128, 1000), checks=()),
     _case("opcheck_fp16", "cuda", "opcheck", (16, 256), torch.float16, checks=(), group="package"),
     _case("compiled_block", "cuda", "compiled", (64, 256), checks=(), group="package"),
+    _package_case("fresh_import", "fresh_import"),
+    _package_case("import_under_other_torch", "other_torch"),
+    _package_case("ci_workflow", "ci_workflow"),
     _error("cpu_error_weight_shape", ("weight",), gamma=lambda g: g[:-1]),
     Case("cuda_perf_autograd_fp32", "cuda_perf", "cuda", 2.0,
          dict(op="perf", dtype=torch.float32, shape=PERF_SHAPE, full_at=FULL_AT, zero_at=ZERO_AT,

@@ -89,3 +89,9 @@ def test_runs_on_the_inputs_gpu():
     got = fast_layernorm.layer_norm(x, (512,), weight, bias)
     assert got.device == x.device
     torch.testing.assert_close(got, F.layer_norm(x, (512,), weight, bias), atol=1e-5, rtol=1e-5)
+
+
+def test_refuses_another_torchs_build():
+    fast_layernorm.check_torch_version("2.5.1", "2.5.0+cu124")  # a patch release: the same library works
+    with pytest.raises(ImportError, match=r"2\.5.*2\.6|2\.6.*2\.5"):
+        fast_layernorm.check_torch_version("2.5.1", "2.6.0")
