@@ -15,8 +15,9 @@ from course.spec import units
 
 # Ops whose verdict does not rest on the size of their inputs: they check how the op is
 # registered, traced or named (opcheck's schema and fake kernel, torch.compile's graph, a
-# state_dict's keys), and a larger size only costs another compile.
-SIZE_FREE_OPS = {"opcheck", "compiled", "state_dict"}
+# state_dict's keys, how a package installs and imports, what its CI file says), and a larger
+# size only costs another compile.
+SIZE_FREE_OPS = {"opcheck", "compiled", "state_dict", "fresh_import", "other_torch", "ci_workflow"}
 
 
 def rows_and_columns(shape) -> tuple[int, int]:
