@@ -41,7 +41,9 @@ def warm(unit: Unit, env: dict, parent: str | None = None, kinds: tuple[str, ...
     for kind in kinds:
         with tempfile.TemporaryDirectory(prefix=f"warm_{unit.name}_", dir=parent) as scratch:
             source_dir, build_dir = os.path.join(scratch, "src"), os.path.join(scratch, "build")
-            unit.write(kind, source_dir)
+            # A package's template, its build files written (its own are TODOs that stop pip):
+            # the objects of its given sources are what a submission's build finds.
+            unit.write("buildable" if kind == TEMPLATE else kind, source_dir)
             try:
                 build_in_subprocess(unit.plan(), source_dir, build_dir, timeout=BUILD_SECONDS, env=env)
             except BuildError as error:
