@@ -68,6 +68,16 @@ def all_within(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: flo
     )
 
 
+def _unravel(flat: int, shape) -> tuple[int, ...]:
+    """The index of element `flat` of a contiguous tensor of `shape`. torch.unravel_index's first
+    call imports sympy: seconds in every grading's parent."""
+    index = []
+    for size in reversed(shape):
+        flat, at = divmod(flat, size)
+        index.append(at)
+    return tuple(reversed(index))
+
+
 def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
     """'' when got matches expected within atol + rtol*|expected|; else where and by how much."""
     if tuple(got.shape) != tuple(expected.shape):
@@ -79,8 +89,7 @@ def describe_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, atol
     bad = wrong_elements(got64, exp64, atol, rtol)
     allowed = atol + rtol * exp64.abs()
     excess = torch.where(torch.isnan(error), torch.full_like(error, float("inf")), error - allowed)
-    worst = torch.unravel_index(torch.argmax(excess), excess.shape)
-    index = tuple(int(i) for i in worst)
+    index = _unravel(int(torch.argmax(excess)), excess.shape)
     finite = error[~torch.isnan(error)]
     relative = (finite / exp64.abs()[~torch.isnan(error)].clamp_min(1e-300)) if finite.numel() else finite
     lines = [

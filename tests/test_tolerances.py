@@ -81,3 +81,11 @@ def test_the_sliced_comparison_finds_what_the_whole_one_finds(monkeypatch, where
     assert not all_within(got, expected, 1e-6, 1e-6)
     assert wrong_elements(got, expected, 1e-6, 1e-6).sum() == 1
     assert "1 of 41 elements differ" in describe_mismatch("y", got, expected, 1e-6, 1e-6)
+
+
+def test_the_worst_element_is_named_by_its_index():
+    expected = torch.zeros(2, 3, 4)
+    got = expected.clone()
+    got[0, 1, 3], got[1, 2, 0] = 1.0, 5.0
+    message = describe_mismatch("y", got, expected, atol=1e-3, rtol=0.0)
+    assert "2 of 24 elements differ" in message and "worst at index [1, 2, 0]: expected 0, got 5" in message
