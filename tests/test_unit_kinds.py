@@ -16,7 +16,6 @@ from autograder import reference, report, stored_build
 from autograder.grade import grade
 from autograder.grade_options import GradeOptions
 from autograder.machine import child_env
-from autograder.runner import POLL_SECONDS
 from course.authoring import generate
 from course.authoring.run_notebook import outputs_text, run
 from course.spec import mutants, units
@@ -95,8 +94,10 @@ def test_the_report_times_each_test_on_the_graders_clock(course, tmp_path):
     result, data = _grade(unit, tmp_path / "submission", tmp_path)
     seconds = {test["name"]: test["extra_data"]["seconds"] for test in data["tests"]}
     assert data["score"] == 3 and seconds.keys() == {"build", "cpu_scale_small", "cpu_scale_long"}, explain(result)
-    # Seen to start at the first poll after it did: up to a poll late.
-    assert seconds["cpu_scale_small"] >= 1.5 - 2 * POLL_SECONDS and seconds["cpu_scale_long"] < 1, seconds
+    # Seen to start at the first poll after it did, and on a loaded machine the parent may get
+    # the core later still (1.47 s once, beside five other workers on two cores): most of the
+    # 1.5 s is enough to show the sleep was charged to its own case.
+    assert seconds["cpu_scale_small"] >= 1.0 and seconds["cpu_scale_long"] < 1, seconds
     slow = next(test for test in result.tests if test.name == "cpu_scale_small")
     row = next(line for line in report.table(result).splitlines() if line.startswith("cpu_scale_small"))
     assert f"{slow.seconds:.1f}" in row.split()
