@@ -33,6 +33,12 @@ def needs_not_met(case: Case, unmet: list[str]) -> Verdict:
     return Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: {', '.join(unmet)} must pass first")
 
 
+def judge_files(case: Case, problem: str) -> Verdict:
+    """The verdict of a case whose op checks the submission's files (course.ops.Op.from_files):
+    `problem` is what the check found wrong, "" for nothing."""
+    return Verdict(False, "\n".join(_with_hint([problem], case))) if problem else Verdict(True)
+
+
 def perf_fraction(ratio: float, full_at: float, zero_at: float) -> float:
     """The share of a perf case's points for running at `ratio` x the reference's speed (its
     time / ours): 1 from full_at up, 0 at zero_at and below, linear in between."""

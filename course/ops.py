@@ -35,6 +35,9 @@ class Op:
     # is off), shown beside course.hints' patterns
     in_place: tuple[str, ...] = ()  # outputs that are inputs the op writes in place, returned to be
     # judged: they share the inputs' memory by design (course.cases.Case.called_fresh)
+    from_files: Callable | None = None  # (the submission's folder) -> "" or what is wrong: a check of
+    # the student's files alone. The grader makes it on its own copy, read before the build ran
+    # (autograder/file_checks.py); the test process's answer counts only in the notebook
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
@@ -68,8 +71,9 @@ def dtypes_like(name: str, count: int = 1) -> Callable:
     return lambda inputs: (inputs[name].dtype,) * count
 
 
-def flag(call: Callable, name: str, tolerance: Callable = exact) -> Op:
-    """An op whose one output is a bool tensor that must be True (gradcheck's verdict, say)."""
+def flag(call: Callable, name: str, tolerance: Callable = exact, from_files: Callable | None = None) -> Op:
+    """An op whose one output is a bool tensor that must be True (gradcheck's verdict, say).
+    `from_files`: where the verdict is a check of the submission's files (Op.from_files)."""
     return Op(
         call,
         lambda inputs: (torch.tensor(True),),
@@ -77,6 +81,7 @@ def flag(call: Callable, name: str, tolerance: Callable = exact) -> Op:
         lambda inputs: (torch.bool,),
         tolerance,
         host_outputs=(name,),
+        from_files=from_files,
     )
 
 

@@ -621,3 +621,32 @@ def test_inputs_are_drawn_in_float32_unless_float64():
         assert drawn.dtype == torch.float32 and torch.equal(drawn, torch.randn(3, 4, generator=seeded()))
     drawn = standard_normal(7, seeded(), torch.float64)
     assert torch.equal(drawn, torch.randn(7, generator=seeded(), dtype=torch.float64))
+
+
+def test_a_file_check_is_the_graders_own_whatever_the_child_says(tmp_path):
+    """day07's CI workflow is judged on the grader's copy of the file, read before the build:
+    a child that reports the check passed cannot pass a workflow still holding its TODOs, and a
+    child that crashed costs a sound workflow nothing."""
+    from autograder.file_checks import file_problems
+    from autograder.stages.judge import ReadFirst
+    from autograder.stages.judge import verdict as judged
+
+    unit = units.load("day07_layernorm_package")
+    spec = unit.tests()
+    case = next(case for case in spec.CASES if case.name == "cpu_ci_workflow")
+    input_sets = make_input_sets(spec, case, seed=1)
+    unit.write("solution", str(tmp_path / "solved"))
+    unit.write("template", str(tmp_path / "starter"))
+    solved, starter = file_problems(unit, str(tmp_path / "solved")), file_problems(unit, str(tmp_path / "starter"))
+    assert solved == {"ci_workflow": ""}, solved
+    assert "still holds its TODOs" in starter["ci_workflow"], starter
+
+    claimed = {"outputs": [(torch.tensor(True),)], "output_devices": [("cpu",)]}
+    lost = judged(spec, case, input_sets, claimed, None, frozenset(), read=ReadFirst(file_problems=starter))
+    assert not lost.passed and "ci.yml: the workflow still holds its TODOs" in lost.message, lost.message
+    kept = judged(
+        spec, case, input_sets, "the test process crashed", None, frozenset(), read=ReadFirst(file_problems=solved)
+    )
+    assert kept.passed, kept.message
+    unread = judged(spec, case, input_sets, claimed, None, frozenset())
+    assert not unread.passed and "found no copy read before the build" in unread.message

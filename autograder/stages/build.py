@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
+from autograder.file_checks import file_problems
 from autograder.hidden_calls import hidden_calls
 from autograder.results import TestResult
 from autograder.sandbox import CPUS, Limits, python_command
@@ -30,11 +31,14 @@ class Build:
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)  # the notebook's written answers
     hidden_calls: tuple[str, ...] = ()  # autograder/hidden_calls.py, read before the build ran
+    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/file_checks.py, as hidden_calls
 
 
 def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     test = TestResult("build", 1.0, False, sources.problem, visibility="visible", tags=("build",))
-    failed = Build(test, None, sources.folder, sources.source_dir, sources.answers, sources.hidden_calls)
+    failed = Build(
+        test, None, sources.folder, sources.source_dir, sources.answers, sources.hidden_calls, sources.file_problems
+    )
     if sources.problem:
         return failed
     unit, box, build_dir = grading.unit, sources.folder, os.path.join(sources.folder, "build")
@@ -73,7 +77,7 @@ def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:
     test.passed, test.output = True, DONE[unit.build]
     if built.library and libstdcxx_problem(built.library):  # the children would crash on it
         test.output += "\n" + libstdcxx_problem(built.library)
-    return Build(test, built, box, sources.source_dir, sources.answers, sources.hidden_calls)
+    return Build(test, built, box, sources.source_dir, sources.answers, sources.hidden_calls, sources.file_problems)
 
 
 def keep_build(folder: str, build: Build, grading: Grading) -> None:
@@ -93,4 +97,12 @@ def first_step_build(folder: str, grading: Grading) -> Build | None:
     grading.sandbox.give(box)
     test = TestResult("build", 1.0, True, "built in the grading's first step", visibility="visible", tags=("build",))
     # The sources as the first step's build left them: a package's setup.py could have changed its own.
-    return Build(test, Built(**load["built"]), box, load["source_dir"], hidden_calls=hidden_calls(load["source_dir"]))
+    source_dir = load["source_dir"]
+    return Build(
+        test,
+        Built(**load["built"]),
+        box,
+        source_dir,
+        hidden_calls=hidden_calls(source_dir),
+        file_problems=file_problems(grading.unit, source_dir),
+    )

@@ -2,17 +2,28 @@
 loads student code. A result is first checked to be well formed (autograder/result_schema.py),
 then judged (course/judge.py), then, for a perf case, checked to have run the student's own
 kernels at the timed size (autograder/timed_kernels.py); an own-code verdict last against what
-the submission's sources name (autograder/hidden_calls.py)."""
+the submission's sources name (autograder/hidden_calls.py). A case whose op checks the
+submission's files is judged on what the grader read of them (autograder/file_checks.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from autograder.observer.verdict import OwnKernels
 from autograder.result_schema import result_problem, timing_problem
 from autograder.timed_kernels import own_code_at_timed_size, profiled_case
 from course.cases import OWN_KERNEL, Case
-from course.judge import Verdict, judge
+from course.judge import Verdict, judge, judge_files
+from course.ops import op_for
+
+
+@dataclass(frozen=True)
+class ReadFirst:
+    """What the grader read of the submission's files before its build could change them."""
+
+    hidden_calls: tuple[str, ...] = ()  # what hides calls from the own-code check (autograder/hidden_calls.py)
+    file_problems: dict[str, str] = field(default_factory=dict)  # {op: its file check's finding}
 
 
 def judge_group(
@@ -24,12 +35,12 @@ def judge_group(
     own_kernels: frozenset[str],
     observed: dict | None = None,
     own: OwnKernels | None = None,
-    hidden: tuple[str, ...] = (),
+    read: ReadFirst = ReadFirst(),
 ) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
     cases, their baselines' (torch's op and the reference, timed apart) and their runs under the
-    observer (`observed`, with `own`: autograder/observer/). `hidden`: what the submission's
-    sources name that hides calls from the own-code check (autograder/hidden_calls.py)."""
+    observer (`observed`, with `own`: autograder/observer/). `read`: what the grader read of the
+    submission's files before the build."""
     observed = observed or {}
     return {
         index: verdict(
@@ -41,7 +52,7 @@ def judge_group(
             own_kernels,
             observed.get(index),
             own,
-            hidden,
+            read,
         )
         for index, case in cases
     }
@@ -56,12 +67,15 @@ def verdict(
     own_kernels: frozenset[str],
     observed=None,
     own: OwnKernels | None = None,
-    hidden: tuple[str, ...] = (),
+    read: ReadFirst = ReadFirst(),
 ) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
-    if not isinstance(outcome, dict):
-        return Verdict(False, outcome)
     try:  # a check the result gets past in a way not foreseen costs this case, never the whole report
+        checked = _files_checked(spec, input_sets, read)
+        if checked is not None:
+            return judge_files(case, checked)
+        if not isinstance(outcome, dict):
+            return Verdict(False, outcome)
         problem = result_problem(spec, case, input_sets, outcome)
         # A baseline that raised is not malformed: the judge reports the case as not run, with why.
         if not problem and case.kind == "perf" and isinstance(baseline, dict) and "exception" not in baseline:
@@ -71,7 +85,7 @@ def verdict(
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
         judged = own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels, observed, own)
-        return _unless_hidden(case, judged, hidden)
+        return _unless_hidden(case, judged, read.hidden_calls)
     except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
 
@@ -88,3 +102,16 @@ def _unless_hidden(case: Case, found: Verdict, hidden: tuple[str, ...]) -> Verdi
         f"so it cannot vouch for your own code; remove them:\n{lines}"
     )
     return Verdict(False, message, 0.0 if case.kind == "perf" else None, found.measurements)
+
+
+def _files_checked(spec: ModuleType, input_sets: list[dict], read: ReadFirst) -> str | None:
+    """What the grader's check of the submission's files found for a case whose op makes one
+    ("" for nothing wrong); None for any other case. The child's result is not read: it could
+    say anything."""
+    if not input_sets:
+        return None
+    op = op_for(spec, input_sets[-1])
+    if op.from_files is None:
+        return None
+    name = next(name for name, each in spec.OPS.items() if each is op)
+    return read.file_problems.get(name, "the grader did not check these files: it found no copy read before the build")

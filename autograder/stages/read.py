@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from autograder.file_checks import file_problems
 from autograder.hidden_calls import hidden_calls
 from autograder.stages.answers import kept_answers
 from autograder.stages.grading import Grading
@@ -19,6 +20,7 @@ class Sources:
     answers: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why there is nothing to build; "" where there is
     hidden_calls: tuple[str, ...] = ()  # what its sources name that hides calls from the own-code check
+    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/file_checks.py
 
 
 def read_submission(submission: str, grading: Grading) -> Sources:
@@ -30,4 +32,11 @@ def read_submission(submission: str, grading: Grading) -> Sources:
         return Sources(box, source_dir, problem=f"the submission could not be read: {error}")
     problem = "missing from the submission: " + ", ".join(missing) if missing else ""
     # Read before the build, which may run the submission's code (a package's setup.py).
-    return Sources(box, source_dir, kept_answers(grading.unit, answers), problem, hidden_calls(source_dir))
+    return Sources(
+        box,
+        source_dir,
+        kept_answers(grading.unit, answers),
+        problem,
+        hidden_calls(source_dir),
+        file_problems(grading.unit, source_dir),
+    )

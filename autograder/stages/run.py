@@ -19,7 +19,7 @@ from autograder.runner import GroupRunner, secret_order
 from autograder.sanitized import sanitized_verdicts
 from autograder.stages.build import Build
 from autograder.stages.grading import Grading
-from autograder.stages.judge import judge_group, verdict
+from autograder.stages.judge import ReadFirst, judge_group, verdict
 from autograder.stages.plan import Group, Plan
 from autograder.suite_access import suite_request
 from autograder.timed_kernels import profiled_case
@@ -77,7 +77,7 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
         else:
             observing = _observing(student, build, grading)
             kernels = (own_kernels, own, observing)
-            verdicts.update(_tested(plan.spec, group, ready, runner, grading, kernels, timings, build.hidden_calls))
+            verdicts.update(_tested(plan.spec, group, ready, runner, grading, kernels, timings, build))
     timings["tests_s"] = time.perf_counter() - start
     _count_children(runner, grading, timings)
     return Ran(verdicts, {**runner.case_seconds, **sanitizer_seconds})
@@ -106,7 +106,7 @@ def _tested(
     grading: Grading,
     kernels: tuple,
     timings: dict[str, float],
-    hidden: tuple[str, ...],
+    build: Build,
 ) -> dict[int, Verdict]:
     """kernels: (the identifiers the child's profile is judged by, OwnKernels for the observer,
     the observed child's GroupRunner arguments)."""
@@ -124,7 +124,8 @@ def _tested(
         with _adding_seconds(timings, "observed_s"):
             observed = observe_group(observing, grading.observer, group.name, group.device, observed_cases, input_sets)
     with _adding_seconds(timings, "judging_s"):
-        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own, hidden)
+        found = ReadFirst(build.hidden_calls, build.file_problems)
+        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own, found)
 
 
 def _observing(student: dict, build: Build, grading: Grading) -> dict:
