@@ -33,8 +33,8 @@ def needs_not_met(case: Case, unmet: list[str]) -> Verdict:
     return Verdict(False, f"not {'timed' if case.kind == 'perf' else 'tested'}: {', '.join(unmet)} must pass first")
 
 
-def judge_files(case: Case, problem: str) -> Verdict:
-    """The verdict of a case whose op checks the submission's files (course.ops.Op.from_files):
+def judge_grader_check(case: Case, problem: str) -> Verdict:
+    """The verdict of a case whose op the grader checks itself (course.ops.Op.checked_by_grader):
     `problem` is what the check found wrong, "" for nothing."""
     return Verdict(False, "\n".join(_with_hint([problem], case))) if problem else Verdict(True)
 

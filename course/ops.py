@@ -17,6 +17,16 @@ Tolerance = tuple[float, float]  # (atol, rtol): |got - expected| <= atol + rtol
 
 
 @dataclass(frozen=True)
+class NewPython:
+    """A check of the built package in a Python of its own (day07's fresh import): the grader
+    starts it itself, in the sandbox with the package's install folder on its path, and judges
+    what it printed; the test process's answer counts only in the notebook."""
+
+    argv: tuple[str, ...]  # after the interpreter: ("-c", script, ...)
+    problem: Callable  # (exit code or None, stdout, stderr) -> "" or what is wrong; may raise AssertionError
+
+
+@dataclass(frozen=True)
 class Op:
     call: Callable  # (ext, inputs) -> a tensor or a tuple of them: runs the student's op
     reference: Callable  # (inputs) -> tuple of tensors, computed in float64 from the inputs as given
@@ -37,7 +47,13 @@ class Op:
     # judged: they share the inputs' memory by design (course.cases.Case.called_fresh)
     from_files: Callable | None = None  # (the submission's folder) -> "" or what is wrong: a check of
     # the student's files alone. The grader makes it on its own copy, read before the build ran
-    # (autograder/file_checks.py); the test process's answer counts only in the notebook
+    # (autograder/parent_checks.py); the test process's answer counts only in the notebook
+    new_python: NewPython | None = None  # a check the grader runs in a Python of its own (NewPython)
+
+    @property
+    def checked_by_grader(self) -> bool:
+        """Whether the grader makes this op's check itself: the test process never runs it."""
+        return self.from_files is not None or self.new_python is not None
 
     def tolerances(self, inputs: dict) -> dict[str, Tolerance]:
         allowed = self.tolerance(inputs)
@@ -71,9 +87,15 @@ def dtypes_like(name: str, count: int = 1) -> Callable:
     return lambda inputs: (inputs[name].dtype,) * count
 
 
-def flag(call: Callable, name: str, tolerance: Callable = exact, from_files: Callable | None = None) -> Op:
+def flag(
+    call: Callable,
+    name: str,
+    tolerance: Callable = exact,
+    from_files: Callable | None = None,
+    new_python: NewPython | None = None,
+) -> Op:
     """An op whose one output is a bool tensor that must be True (gradcheck's verdict, say).
-    `from_files`: where the verdict is a check of the submission's files (Op.from_files)."""
+    `from_files`, `new_python`: where the grader makes the check itself (Op's fields)."""
     return Op(
         call,
         lambda inputs: (torch.tensor(True),),
@@ -82,6 +104,7 @@ def flag(call: Callable, name: str, tolerance: Callable = exact, from_files: Cal
         tolerance,
         host_outputs=(name,),
         from_files=from_files,
+        new_python=new_python,
     )
 
 

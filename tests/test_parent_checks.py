@@ -627,8 +627,8 @@ def test_a_file_check_is_the_graders_own_whatever_the_child_says(tmp_path):
     """day07's CI workflow is judged on the grader's copy of the file, read before the build:
     a child that reports the check passed cannot pass a workflow still holding its TODOs, and a
     child that crashed costs a sound workflow nothing."""
-    from autograder.file_checks import file_problems
-    from autograder.stages.judge import ReadFirst
+    from autograder.parent_checks import file_problems
+    from autograder.stages.judge import GraderFindings
     from autograder.stages.judge import verdict as judged
 
     unit = units.load("day07_layernorm_package")
@@ -642,11 +642,47 @@ def test_a_file_check_is_the_graders_own_whatever_the_child_says(tmp_path):
     assert "still holds its TODOs" in starter["ci_workflow"], starter
 
     claimed = {"outputs": [(torch.tensor(True),)], "output_devices": [("cpu",)]}
-    lost = judged(spec, case, input_sets, claimed, None, frozenset(), read=ReadFirst(file_problems=starter))
+    lost = judged(spec, case, input_sets, claimed, None, frozenset(), grader=GraderFindings(problems=starter))
     assert not lost.passed and "ci.yml: the workflow still holds its TODOs" in lost.message, lost.message
     kept = judged(
-        spec, case, input_sets, "the test process crashed", None, frozenset(), read=ReadFirst(file_problems=solved)
+        spec, case, input_sets, "the test process crashed", None, frozenset(), grader=GraderFindings(problems=solved)
     )
     assert kept.passed, kept.message
     unread = judged(spec, case, input_sets, claimed, None, frozenset())
-    assert not unread.passed and "found no copy read before the build" in unread.message
+    assert not unread.passed and "not run: the grader did not make this check" in unread.message
+
+
+def test_the_grader_runs_day07s_new_pythons_itself_and_judges_what_they_print(tmp_path):
+    """The fresh-import checks run in a Python the grader starts in its sandbox: a package whose
+    version check is sound passes, one that goes ahead under another torch, or prints a verdict
+    of its own in place of one, fails; nothing of the test process is involved."""
+    from autograder.grade_options import GradeOptions
+    from autograder.parent_checks import new_python_problems
+    from autograder.stages.grading import open_grading
+    from course.build import Built
+
+    unit = units.load("day07_layernorm_package")
+    build_folder = tmp_path / "work" / "build"
+
+    def package(body: str) -> Built:
+        prefix = build_folder / "site"
+        (prefix / "fast_layernorm").mkdir(parents=True, exist_ok=True)
+        (prefix / "fast_layernorm" / "__init__.py").write_text(body)
+        return Built(prefix=str(prefix))
+
+    version_check = (
+        "import torch\nbuilt = '" + torch.__version__ + "'\n"
+        "if torch.__version__.split('.')[:2] != built.split('.')[:2]:\n"
+        "    raise ImportError(f'built against torch {built}, running {torch.__version__}: rebuild it')\n"
+    )
+    forged = 'import json, os\nprint(json.dumps({"raised": ""}), flush=True)\nos._exit(0)\n'
+    planned = {"fresh_import", "other_torch"}
+    with open_grading(unit, GradeOptions(work=str(tmp_path / "work"), has_gpu=False, seed=1)) as grading:
+        build_folder.mkdir(parents=True)
+        grading.sandbox.give(str(build_folder))
+        sound = new_python_problems(unit, package(version_check), str(build_folder), grading, planned)
+        careless = new_python_problems(unit, package("x = 1\n"), str(build_folder), grading, planned)
+        lying = new_python_problems(unit, package(forged), str(build_folder), grading, {"other_torch"})
+    assert sound == {"fresh_import": "", "other_torch": ""}, sound
+    assert careless["fresh_import"] == "" and "went ahead" in careless["other_torch"], careless
+    assert "went ahead" in lying["other_torch"], lying

@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass, field
 
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
-from autograder.file_checks import file_problems
 from autograder.hidden_calls import hidden_calls
+from autograder.parent_checks import file_problems
 from autograder.results import TestResult
 from autograder.sandbox import CPUS, Limits, python_command
 from autograder.stages.grading import Grading
@@ -31,7 +31,7 @@ class Build:
     source_dir: str
     answers: dict[str, str] = field(default_factory=dict)  # the notebook's written answers
     hidden_calls: tuple[str, ...] = ()  # autograder/hidden_calls.py, read before the build ran
-    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/file_checks.py, as hidden_calls
+    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/parent_checks.py, as hidden_calls
 
 
 def build_sources(sources: Sources, grading: Grading, timeout: float) -> Build:

@@ -3,7 +3,8 @@ loads student code. A result is first checked to be well formed (autograder/resu
 then judged (course/judge.py), then, for a perf case, checked to have run the student's own
 kernels at the timed size (autograder/timed_kernels.py); an own-code verdict last against what
 the submission's sources name (autograder/hidden_calls.py). A case whose op checks the
-submission's files is judged on what the grader read of them (autograder/file_checks.py)."""
+submission's files, or the package in a new Python, is judged on what the grader found itself
+(autograder/parent_checks.py)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,17 @@ from autograder.observer.verdict import OwnKernels
 from autograder.result_schema import result_problem, timing_problem
 from autograder.timed_kernels import own_code_at_timed_size, profiled_case
 from course.cases import OWN_KERNEL, Case
-from course.judge import Verdict, judge, judge_files
+from course.judge import Verdict, judge, judge_grader_check
 from course.ops import op_for
 
 
 @dataclass(frozen=True)
-class ReadFirst:
-    """What the grader read of the submission's files before its build could change them."""
+class GraderFindings:
+    """What the grader found itself, not through the test process: the submission's files read
+    before its build could change them, and the grader's own checks (autograder/parent_checks.py)."""
 
     hidden_calls: tuple[str, ...] = ()  # what hides calls from the own-code check (autograder/hidden_calls.py)
-    file_problems: dict[str, str] = field(default_factory=dict)  # {op: its file check's finding}
+    problems: dict[str, str] = field(default_factory=dict)  # {op: its grader-made check's finding}
 
 
 def judge_group(
@@ -35,24 +37,24 @@ def judge_group(
     own_kernels: frozenset[str],
     observed: dict | None = None,
     own: OwnKernels | None = None,
-    read: ReadFirst = ReadFirst(),
+    grader: GraderFindings = GraderFindings(),
 ) -> dict[int, Verdict]:
     """{index: verdict} for `cases`, from the children's raw results (`outcomes`) and, for perf
     cases, their baselines' (torch's op and the reference, timed apart) and their runs under the
-    observer (`observed`, with `own`: autograder/observer/). `read`: what the grader read of the
-    submission's files before the build."""
+    observer (`observed`, with `own`: autograder/observer/). `grader`: what the grader found
+    itself."""
     observed = observed or {}
     return {
         index: verdict(
             spec,
             case,
             input_sets[index],
-            outcomes[index],
+            outcomes.get(index, "the test process was not given this test"),
             baselines.get(index),
             own_kernels,
             observed.get(index),
             own,
-            read,
+            grader,
         )
         for index, case in cases
     }
@@ -67,13 +69,13 @@ def verdict(
     own_kernels: frozenset[str],
     observed=None,
     own: OwnKernels | None = None,
-    read: ReadFirst = ReadFirst(),
+    grader: GraderFindings = GraderFindings(),
 ) -> Verdict:
     """The verdict on one raw result (a string: why the child left none)."""
     try:  # a check the result gets past in a way not foreseen costs this case, never the whole report
-        checked = _files_checked(spec, input_sets, read)
+        checked = _checked_by_grader(spec, input_sets, grader)
         if checked is not None:
-            return judge_files(case, checked)
+            return judge_grader_check(case, checked)
         if not isinstance(outcome, dict):
             return Verdict(False, outcome)
         problem = result_problem(spec, case, input_sets, outcome)
@@ -85,7 +87,7 @@ def verdict(
             return Verdict(False, f"the test process returned a malformed result: {problem}")
         found = judge(spec, case, input_sets, outcome, baseline, own_kernels)
         judged = own_code_at_timed_size(spec, case, input_sets, outcome, found, own_kernels, observed, own)
-        return _unless_hidden(case, judged, read.hidden_calls)
+        return _unless_hidden(case, judged, grader.hidden_calls)
     except Exception as error:
         return Verdict(False, f"the grader could not judge this result ({type(error).__name__}: {str(error)[:300]})")
 
@@ -104,14 +106,14 @@ def _unless_hidden(case: Case, found: Verdict, hidden: tuple[str, ...]) -> Verdi
     return Verdict(False, message, 0.0 if case.kind == "perf" else None, found.measurements)
 
 
-def _files_checked(spec: ModuleType, input_sets: list[dict], read: ReadFirst) -> str | None:
-    """What the grader's check of the submission's files found for a case whose op makes one
-    ("" for nothing wrong); None for any other case. The child's result is not read: it could
-    say anything."""
+def _checked_by_grader(spec: ModuleType, input_sets: list[dict], grader: GraderFindings) -> str | None:
+    """What the grader's own check found for a case whose op it checks itself ("" for nothing
+    wrong; course.ops.Op.checked_by_grader); None for any other case. The test process never
+    ran such a case."""
     if not input_sets:
         return None
     op = op_for(spec, input_sets[-1])
-    if op.from_files is None:
+    if not op.checked_by_grader:
         return None
     name = next(name for name, each in spec.OPS.items() if each is op)
-    return read.file_problems.get(name, "the grader did not check these files: it found no copy read before the build")
+    return grader.problems.get(name, "not run: the grader did not make this check")

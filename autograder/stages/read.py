@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from autograder.file_checks import file_problems
 from autograder.hidden_calls import hidden_calls
+from autograder.parent_checks import file_problems
 from autograder.stages.answers import kept_answers
 from autograder.stages.grading import Grading
 from autograder.submission import SubmissionError, materialize
@@ -20,7 +20,7 @@ class Sources:
     answers: dict[str, str] = field(default_factory=dict)
     problem: str = ""  # why there is nothing to build; "" where there is
     hidden_calls: tuple[str, ...] = ()  # what its sources name that hides calls from the own-code check
-    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/file_checks.py
+    file_problems: dict[str, str] = field(default_factory=dict)  # autograder/parent_checks.py
 
 
 def read_submission(submission: str, grading: Grading) -> Sources:

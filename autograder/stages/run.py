@@ -15,17 +15,19 @@ import torch
 
 from autograder.observer.session import observe_group
 from autograder.observer.verdict import OwnKernels
+from autograder.parent_checks import new_python_problems
 from autograder.runner import GroupRunner, secret_order
 from autograder.sanitized import sanitized_verdicts
 from autograder.stages.build import Build
 from autograder.stages.grading import Grading
-from autograder.stages.judge import ReadFirst, judge_group, verdict
+from autograder.stages.judge import GraderFindings, judge_group, verdict
 from autograder.stages.plan import Group, Plan
 from autograder.suite_access import suite_request
 from autograder.timed_kernels import profiled_case
 from course.cases import Case, make_input_sets, needed
 from course.judge import Verdict, needs_not_met
 from course.kernel_names import defined_kernels, submission_files
+from course.ops import op_for
 from course.sanitize import SANITIZER
 
 
@@ -60,6 +62,9 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
     files = submission_files(built.library, built.prefix, build.source_dir) if built else []
     own_kernels = defined_kernels(files) if built else frozenset()
     own = OwnKernels.of_files(files)
+    planned = {case.params.get("op") for group in plan.groups for _, case in group.cases}
+    checked = new_python_problems(grading.unit, built, build.folder, grading, planned) if built else {}
+    grader = GraderFindings(build.hidden_calls, {**build.file_problems, **checked})
     verdicts: dict[int, Verdict] = {}
     sanitizer_seconds: dict[int, float] = {}  # each sanitizer case's whole run under its tool
     for group in plan.groups:
@@ -77,7 +82,7 @@ def run_cases(plan: Plan, build: Build, grading: Grading, timings: dict[str, flo
         else:
             observing = _observing(student, build, grading)
             kernels = (own_kernels, own, observing)
-            verdicts.update(_tested(plan.spec, group, ready, runner, grading, kernels, timings, build))
+            verdicts.update(_tested(plan.spec, group, ready, runner, grading, kernels, timings, grader))
     timings["tests_s"] = time.perf_counter() - start
     _count_children(runner, grading, timings)
     return Ran(verdicts, {**runner.case_seconds, **sanitizer_seconds})
@@ -106,7 +111,7 @@ def _tested(
     grading: Grading,
     kernels: tuple,
     timings: dict[str, float],
-    build: Build,
+    grader: GraderFindings,
 ) -> dict[int, Verdict]:
     """kernels: (the identifiers the child's profile is judged by, OwnKernels for the observer,
     the observed child's GroupRunner arguments)."""
@@ -116,16 +121,17 @@ def _tested(
         input_sets = input_sets_of(spec, ready, grading.seed)
     timed = [(index, case) for index, case in ready if case.kind == "perf"]
     baselines = grading.baselines.run(group.name, group.device, timed, input_sets) if timed else {}
+    # The cases the grader checks itself are not the test process's to run (autograder/parent_checks.py).
+    to_run = [(index, case) for index, case in ready if not op_for(spec, input_sets[index][-1]).checked_by_grader]
     with _adding_seconds(timings, "runs_s"):
-        outcomes = runner.run(group.name, group.device, ready, input_sets)
+        outcomes = runner.run(group.name, group.device, to_run, input_sets) if to_run else {}
     observed = {}
     observed_cases = [(index, case) for index, case in timed if profiled_case(case) is not None]
     if observed_cases and grading.observer is not None:
         with _adding_seconds(timings, "observed_s"):
             observed = observe_group(observing, grading.observer, group.name, group.device, observed_cases, input_sets)
     with _adding_seconds(timings, "judging_s"):
-        found = ReadFirst(build.hidden_calls, build.file_problems)
-        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own, found)
+        return judge_group(spec, ready, input_sets, outcomes, baselines, own_kernels, observed, own, grader)
 
 
 def _observing(student: dict, build: Build, grading: Grading) -> dict:

@@ -1,5 +1,7 @@
 """A package as its users meet it: imported in a new Python process (that under another torch,
-too) and its CI workflow, read, never run. Each check returns what is wrong, '' when nothing is."""
+too) and its CI workflow, read, never run. Each check returns what is wrong, '' when nothing is.
+The notebook runs the new Python from its own process (import_fresh); the grader runs it itself
+(autograder/parent_checks.py) and judges its output with the same functions."""
 import importlib
 import json
 import os
@@ -7,12 +9,14 @@ import re
 import subprocess
 import sys
 
+from course.ops import NewPython
+
 FRESH_TIMEOUT = 90  # seconds for a new Python to import torch and the package
 WORKFLOW_BYTES = 64 << 10  # a workflow is a page or two: more is not one
 
 # Run in the new process: import the package, under `torch.__version__` set to `other` where
 # given, and say what happened as one JSON line.
-_IMPORT = """
+IMPORT_SCRIPT = """
 import json, sys, torch
 from torch.torch_version import TorchVersion
 if sys.argv[2]:
@@ -40,15 +44,33 @@ def import_fresh(package: str, other_torch: str = "") -> tuple[dict, str]:
     folder = installed_folder(package)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")])))
     try:
-        done = subprocess.run([sys.executable, "-c", _IMPORT, package, other_torch], capture_output=True, text=True,
-                              env=env, cwd=folder, timeout=FRESH_TIMEOUT)
+        done = subprocess.run([sys.executable, "-c", IMPORT_SCRIPT, package, other_torch], capture_output=True,
+                              text=True, env=env, cwd=folder, timeout=FRESH_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"importing {package} in a new Python took over {FRESH_TIMEOUT} s") from None
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise AssertionError(f"importing {package} in a new Python ended with exit code {done.returncode} "
-                             f"(a crash, not an exception):\n{done.stderr[-1500:]}")
-    return json.loads(lines[-1]), done.stderr
+    return read_import(package, done.returncode, done.stdout, done.stderr), done.stderr
+
+
+def read_import(package: str, code: int | None, stdout: str, stderr: str) -> dict:
+    """The new Python's outcome from its exit code and output; AssertionError where it left none."""
+    lines = stdout.strip().splitlines()
+    if code != 0 or not lines:
+        raise AssertionError(f"importing {package} in a new Python ended with exit code {code} "
+                             f"(a crash, not an exception):\n{stderr[-1500:]}")
+    try:
+        outcome = json.loads(lines[-1])
+    except ValueError:
+        outcome = None
+    if not isinstance(outcome, dict) or not isinstance(outcome.get("raised"), str):
+        raise AssertionError(f"importing {package} in a new Python printed something else last: {lines[-1][:300]}")
+    return outcome
+
+
+def fresh_import_problem(package: str, outcome: dict) -> str:
+    """'' if `import package` went through in a new Python; else what it raised."""
+    if outcome["raised"]:
+        return f"`import {package}` in a new Python raised {outcome['raised']}: {str(outcome.get('message'))[:2000]}"
+    return ""
 
 
 def major_minor(version: str) -> str:
@@ -70,20 +92,39 @@ def other_torch_problem(package: str) -> str:
     """'' if importing `package` where torch says it is another minor release than the one
     running raises ImportError naming both versions and saying to rebuild; else what happened."""
     running = str(__import__("torch").__version__)
+    outcome, stderr = import_fresh(package, another_torch(running))
+    return other_torch_outcome_problem(package, running, outcome, stderr)
+
+
+def other_torch_outcome_problem(package: str, running: str, outcome: dict, stderr: str) -> str:
+    """other_torch_problem's verdict on the new Python's outcome, the package built against `running`."""
     other = another_torch(running)
-    outcome, stderr = import_fresh(package, other)
     if not outcome["raised"]:
         todo = [line.strip() for line in stderr.splitlines() if "TODO(" in line]
         return (f"under torch {other} (built against {running}), `import {package}` went ahead: the compiled "
                 "library would fail to load, or misbehave" + ("\n" + "\n".join(todo[:1]) if todo else ""))
-    message = outcome["message"]
-    if not outcome["import_error"]:
+    message = str(outcome.get("message"))
+    if not outcome.get("import_error"):
         return f"under torch {other}, `import {package}` raised {outcome['raised']}, not ImportError: {message[:300]}"
     missing = [f"torch {major_minor(v)}" for v in (running, other) if not _names_version(message, v)]
     missing += ["what to do (rebuild)"] if "rebuild" not in message.lower() else []
     if missing:
         return f"under torch {other}, the ImportError does not name {', '.join(missing)}: {message[:300]}"
     return ""
+
+
+def fresh_import_check(package: str, other_torch: bool = False) -> NewPython:
+    """The grader's own run of the new Python (course.ops.NewPython), judged as the notebook's is:
+    a plain import, or with `other_torch` one where torch says it is the next minor release."""
+    running = str(__import__("torch").__version__)
+
+    def problem(code: int | None, stdout: str, stderr: str) -> str:
+        outcome = read_import(package, code, stdout, stderr)
+        if other_torch:
+            return other_torch_outcome_problem(package, running, outcome, stderr)
+        return fresh_import_problem(package, outcome)
+
+    return NewPython(("-c", IMPORT_SCRIPT, package, another_torch(running) if other_torch else ""), problem)
 
 
 def _todo_lines(text: str) -> list[str]:

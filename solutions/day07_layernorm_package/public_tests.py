@@ -42,7 +42,8 @@ from ..common.layernorm_tests import (CHECK_HINT, EPS, FORWARD_OUTPUTS, GRADIENT
                                       formula_gradients, layer_norm64, random_affine, random_dy, random_x,
                                       saved_statistics, values_case)
 from ..common.layouts import LAYOUTS, misaligned
-from ..common.package_checks import import_fresh, other_torch_problem, workflow_problem
+from ..common.package_checks import (fresh_import_check, fresh_import_problem, import_fresh, other_torch_problem,
+                                     workflow_problem)
 
 UNIT = "day07_layernorm_package"
 PACKAGE = "fast_layernorm"
@@ -184,9 +185,9 @@ def _call_on_inputs_gpu(ext, inputs):
 def _call_fresh_import(ext, inputs):
     """What a user's script does: import the installed package in a new Python (its __init__ loads
     _C, which registers the operators)."""
-    outcome, _ = import_fresh(PACKAGE)
-    if outcome["raised"]:
-        raise AssertionError(f"`import {PACKAGE}` in a new Python raised {outcome['raised']}: {outcome['message']}")
+    problem = fresh_import_problem(PACKAGE, import_fresh(PACKAGE)[0])
+    if problem:
+        raise AssertionError(problem)
     return torch.tensor(True)
 
 
@@ -323,8 +324,10 @@ OPS = {
     "state_dict": Op(_call_state_dict, _state_dict_reference, ("y", "y_torch"), dtypes_like("x", 2),
                      _state_dict_tolerance),
     "memory": flag(_call_memory, "memory_unchanged"),
-    "fresh_import": flag(_call_fresh_import, "imported"),
-    "other_torch": flag(_call_other_torch, "refused_with_both_versions"),
+    # The grader runs these new Pythons itself (course.ops.NewPython); the notebook, from its own process.
+    "fresh_import": flag(_call_fresh_import, "imported", new_python=fresh_import_check(PACKAGE)),
+    "other_torch": flag(_call_other_torch, "refused_with_both_versions",
+                        new_python=fresh_import_check(PACKAGE, other_torch=True)),
     "ci_workflow": flag(_call_ci_workflow, "workflow_builds_and_tests", from_files=_workflow_in),
     "on_inputs_gpu": Op(nan_filled(_call_on_inputs_gpu), _on_inputs_gpu_reference, ("y", *GRADIENTS),
                         dtypes_like("x", 4), _on_inputs_gpu_tolerance),
