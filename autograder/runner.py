@@ -422,4 +422,6 @@ class _Handing:
             self.in_hand = (index, case, self.files.hand(case, self.inputs[index], markers))
         except OSError as error:  # the child made the name the runner tells it by something else
             self.results[index] = f"the test process kept its next test from being handed over ({error.strerror})"
+        except RuntimeError as error:  # torch.save's short write: a full disk, which a child can fill
+            self.results[index] = f"the grader could not write this test's inputs ({str(error)[:200]})"
         self.seen_started, self.since = False, time.monotonic()

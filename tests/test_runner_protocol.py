@@ -112,6 +112,31 @@ time.sleep(0.3)  # the runner's last look at the folder comes after the rewrite
     assert outcomes == {index: {"exception": "first"} for index, _ in CASES}
 
 
+def test_a_disk_too_full_for_a_cases_inputs_costs_that_case_only(tmp_path, monkeypatch):
+    """torch.save's short write (a disk a child could fill) while the runner hands a case over
+    fails that case, with why; the grading goes on to the next."""
+    import autograder.runner as runner_module
+
+    saves, save = [], runner_module.torch.save
+
+    def short_on_the_second_inputs(data, handle):
+        saves.append(handle.name)
+        if handle.name.endswith(".inputs.pt") and sum(n.endswith(".inputs.pt") for n in saves) == 2:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 536888768 vs 536888720")
+        save(data, handle)
+
+    monkeypatch.setattr(runner_module.torch, "save", short_on_the_second_inputs)
+    body = """
+open(files.ready, "w").close()
+while (case := files.take()) is not None:
+    torch.save({"exception": "ran"}, case.result)
+"""
+    _, outcomes = _run(tmp_path, body, cases=CASES[:3])
+    first, second, third = (outcomes[index] for index, _ in CASES[:3])
+    assert first == third == {"exception": "ran"}, outcomes
+    assert "the grader could not write this test's inputs" in second and "unexpected pos" in second, second
+
+
 def test_a_child_that_never_starts_its_case_is_stopped_without_blame(tmp_path):
     """A child that takes a case and does nothing: the case's time limit ends it, and the case,
     never seen started, is not blamed (a fresh child would fail the same way)."""
