@@ -57,6 +57,7 @@ ENV_NAMES = {
     "MKL_NUM_THREADS",
     "NVIDIA_VISIBLE_DEVICES",
     "COURSE_OBSERVER_FD",  # the observer's pipe (autograder/observer/), with CUDA_INJECTION64_PATH
+    "COURSE_NEW_MEMORY_UNFILLED",  # course.harness.UNFILLED: under initcheck, new tensors left unwritten
 }
 ENV_PREFIXES = ("CUDA_", "TORCH_", "PYTORCH_", "CUBLAS_", "CCACHE_", "NVCC_")
 

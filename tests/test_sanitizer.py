@@ -94,12 +94,13 @@ def test_the_lab_s_suite_tool_finds_its_bug_and_nothing_in_the_reference(unit, b
 
 
 @pytest.mark.parametrize("tool", ["memcheck", "initcheck"])
-def test_only_initcheck_s_process_leaves_new_tensors_unfilled(tool):
-    """The NaN fill writes every new tensor: under initcheck nothing would look unwritten."""
+def test_only_initcheck_s_process_leaves_new_tensors_unfilled(tool, tmp_path):
+    """The NaN fill writes every new tensor: under initcheck nothing would look unwritten. The
+    process is started as the grader starts it, in the sandbox, whose environment keeps only
+    the names it lets through (a planted initcheck bug went unseen while it dropped this one)."""
     import os
-    import subprocess
-    import sys
 
+    from autograder.sandbox import Limits, Sandbox, python_command
     from course.sanitize import tool_env
 
     probe = (
@@ -107,5 +108,16 @@ def test_only_initcheck_s_process_leaves_new_tensors_unfilled(tool):
         "with empty_is_nan():\n    print(torch.are_deterministic_algorithms_enabled())"
     )
     env = {**os.environ, **tool_env(tool)}
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
-    assert run.stdout.strip() == str(tool != "initcheck"), run.stdout + run.stderr
+    sandbox = Sandbox.open("none", str(tmp_path), env=env)
+    try:
+        code, output = sandbox.run(
+            python_command("-c", probe),
+            timeout=120,
+            writable=[str(tmp_path)],
+            cwd=str(tmp_path),
+            env=env,
+            limits=Limits(cpu_seconds=120),
+        )
+    finally:
+        sandbox.close()
+    assert code == 0 and output.strip().splitlines()[-1] == str(tool != "initcheck"), output
