@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from autograder.build_log import BUILD_LOG, public_roots, student_errors
 from autograder.hidden_calls import hidden_calls
-from autograder.parent_checks import file_problems
 from autograder.results import TestResult
 from autograder.sandbox import CPUS, Limits, python_command
 from autograder.stages.grading import Grading
@@ -97,12 +96,6 @@ def first_step_build(folder: str, grading: Grading) -> Build | None:
     grading.sandbox.give(box)
     test = TestResult("build", 1.0, True, "built in the grading's first step", visibility="visible", tags=("build",))
     # The sources as the first step's build left them: a package's setup.py could have changed its own.
-    source_dir = load["source_dir"]
-    return Build(
-        test,
-        Built(**load["built"]),
-        box,
-        source_dir,
-        hidden_calls=hidden_calls(source_dir),
-        file_problems=file_problems(grading.unit, source_dir),
-    )
+    # No file check is made on them (one could now be a link to the grader's files): the perf step
+    # judges no case that needs one.
+    return Build(test, Built(**load["built"]), box, load["source_dir"], hidden_calls=hidden_calls(load["source_dir"]))
