@@ -119,7 +119,12 @@ def test_the_plan_keeps_the_cases_asked_for_and_marks_gpus_the_machine_lacks():
     assert all(SPEC.CASES[i] is c for i, c in group.cases)  # indices into the whole suite
     second = Case("cuda1_values", "cuda1", device="cuda:1")
     plan = plan_cases(_spec("cuda_fp32_small", extra=(second,)), (), has_gpu=True, gpus=1)
-    assert [g.not_run for g in plan.groups] == ["", "not run: needs cuda:1, and the grading machine shows 1 GPU(s)"]
+    assert [g.not_run for g in plan.groups] == [
+        "",
+        "not run: needs cuda:1, and the grading machine shows 1 GPU(s); its points are left out of the total",
+    ]
+    assert plan.uncounted == {1}  # the machine's lack, not the student's: worth nothing here
+    assert not plan_cases(_spec("cuda_fp32_small"), (), has_gpu=False, gpus=0).uncounted  # a CPU preview
 
 
 def test_a_case_the_gpu_has_too_little_memory_for_is_not_run_nor_counted():

@@ -63,9 +63,7 @@ def plan_cases(
     for index, case in selected:
         if index not in too_large:
             groups.setdefault(case.group, []).append((index, case))
-    ordered = [
-        Group(name, cases, _not_run_here(cases[0][1].device, has_gpu, gpus)) for name, cases in _in_run_order(groups)
-    ]
+    ordered = [_group_here(name, cases, has_gpu, gpus) for name, cases in _in_run_order(groups)]
     ordered += [Group(c.group, [(i, c)], too_large[i], counted=False) for i, c in selected if i in too_large]
     runs = [case for index, case in selected if index not in too_large]
     return Plan(spec, ordered, perf_runs_here(runs, has_gpu))
@@ -98,9 +96,18 @@ def _in_run_order(groups: dict[str, list[tuple[int, Case]]]) -> list[tuple[str, 
     return sorted(merged.items()) + apart
 
 
-def _not_run_here(device: str, has_gpu: bool, gpus: int) -> str:
+def _group_here(name: str, cases: list[tuple[int, Case]], has_gpu: bool, gpus: int) -> Group:
+    """The group as this machine runs it. A case on a second GPU that the machine lacks is, like
+    one it has too little memory for, a lesson the machine cannot give: its points are left out
+    of the total. Without any GPU the GPU cases stay counted: such a grading is a preview of
+    the CPU paths, not a grade."""
+    device = cases[0][1].device
     if device.startswith("cuda") and not has_gpu:
-        return "not run: no GPU on the grading machine"
+        return Group(name, cases, "not run: no GPU on the grading machine")
     if device.startswith("cuda:") and int(device.split(":")[1]) >= gpus:
-        return f"not run: needs {device}, and the grading machine shows {gpus} GPU(s)"
-    return ""
+        why = (
+            f"not run: needs {device}, and the grading machine shows {gpus} GPU(s); "
+            "its points are left out of the total"
+        )
+        return Group(name, cases, why, counted=False)
+    return Group(name, cases)

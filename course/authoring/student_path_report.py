@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -70,8 +71,9 @@ def read_verdict(path: str, result: UnitRun, gpus: int | None = None) -> None:
 def lacking_here(test: dict, gpus: int) -> bool:
     """Whether the grader left `test` out for what this machine lacks: the GPU its case runs on
     ("cuda:1" needs two), or a tool it names as not on the grading machine."""
-    device = next((tag for tag in test.get("tags", ()) if tag == "cpu" or tag.startswith("cuda")), "")
-    if device.startswith("cuda") and int(device.partition(":")[2] or 0) >= gpus:
+    # The device tag is "cuda" or "cuda:N"; a group's tag may start with "cuda" too (cuda1_package).
+    needed = [int(tag.partition(":")[2] or 0) for tag in test.get("tags", ()) if re.fullmatch(r"cuda(:\d+)?", tag)]
+    if needed and max(needed) >= gpus:
         return True
     return any(phrase in test.get("output", "") for phrase in MACHINE_LACKS)
 
