@@ -78,7 +78,7 @@ def test_a_solved_student_notebook_holds_the_solutions(name):
 
 def test_a_template_changed_outside_its_regions_is_refused():
     notebook = student_notebook(DAY01)
-    edit_cell(notebook, "relu_bias.cu", "#include <ATen/OpMathType.h>", "#include <ATen/OpMathType.h>  // moved")
+    edit_cell(notebook, "relu_bias.cu", "#include <c10/util/Half.h>", "#include <c10/util/Half.h>  // moved")
     with pytest.raises(
         TemplateDrift,
         match=r"day01_relu_bias/relu_bias.cu: the notebook's cell differs from "
@@ -171,7 +171,7 @@ def test_a_perf_case_passes_by_its_score_and_gpu_cases_count_as_not_run_without_
             1,
             "failed",
             "not run: needs cuda:1, and the grading machine shows 1 GPU(s)",
-            tags=("g", "cuda:1"),
+            tags=("cuda1_package", "cuda:1"),  # a group's name may start with "cuda"
         ),
         entry(
             "racecheck",

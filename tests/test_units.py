@@ -119,11 +119,11 @@ def test_kernel_compiles_for_turing_and_hopper(unit, file, kind, archs, nvcc, tm
         "-o",
         str(tmp_path / "kernel.fatbin"),
     ]
-    with open(tmp_path / file) as handle:
-        text = handle.read()
-        if "#include <torch" in text or "#include <ATen" in text:  # a kernel that uses torch's accessors
-            command[5:5] = ["-std=c++20"] + [f"-I{p}" for p in include_paths()]
-            command.remove("-std=c++17")
+    # A kernel that reads torch's accessors or c10's types, itself or through a header of the unit's.
+    headers = [tmp_path / file, *tmp_path.glob("*.h"), *tmp_path.glob("*.cuh")]
+    if any(re.search(r"#include <(torch|ATen|c10)/", path.read_text()) for path in headers):
+        command[5:5] = ["-std=c++20"] + [f"-I{p}" for p in include_paths()]
+        command.remove("-std=c++17")
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     if kind == "solution":

@@ -47,12 +47,13 @@ void relu_bias_cpu(const torch::Tensor& x, const torch::Tensor& bias, torch::Ten
   });
 }
 
-COURSE_TODO_CUDA("day01: relu_bias.cpp, relu_bias_cuda: call launch_relu_bias on the current stream for each dtype and check its error, then delete this line");
+COURSE_TODO_CUDA("day01: relu_bias.cpp, relu_bias_cuda: call launch_relu_bias with accessors of x, bias and y on the current stream for each dtype and check its error, then delete this line");
 void relu_bias_cuda(const torch::Tensor& x, const torch::Tensor& bias, torch::Tensor& y) {
   const c10::cuda::CUDAGuard device_guard(x.device());  // launch on x's GPU, not GPU 0
   // TODO(day01): AT_DISPATCH_FLOATING_TYPES_AND2(torch::kHalf, torch::kBFloat16, x.scalar_type(), ...)
-  // calling launch_relu_bias<scalar_t>(x, bias, y, c10::cuda::getCurrentCUDAStream()), then
-  // TORCH_CHECK that the cudaError_t it returns is cudaSuccess.
+  // calling launch_relu_bias<scalar_t> with x.packed_accessor32<scalar_t, 2>(), the same for bias
+  // (1-D) and y, and c10::cuda::getCurrentCUDAStream(); then TORCH_CHECK that the cudaError_t it
+  // returns is cudaSuccess.
 }
 
 torch::Tensor relu_bias(const torch::Tensor& x, const torch::Tensor& bias) {
